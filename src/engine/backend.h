@@ -23,6 +23,23 @@ struct BackendOptions {
   int device = 0;
 };
 
+// Times a region of work on the backend's device: CUDA events on the
+// backend's stream for cuda, the steady clock for cpu.
+class RegionTimer {
+ public:
+  virtual ~RegionTimer() = default;
+  virtual void start() = 0;
+  virtual double stop_ms() = 0;  // waits for the device, returns milliseconds since start()
+};
+
+struct DeviceInfo {
+  std::string name = "cpu";
+  std::string driver_version;   // e.g. "580.95.05"
+  std::string cuda_runtime;     // e.g. "13.0"
+  int sm_count = 0;
+  double memory_gb = 0.0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -40,6 +57,13 @@ class Backend {
   // only the id.
   virtual int32_t forward_sample(std::span<const int32_t> tokens, int pos,
                                  const SamplingParams& params, uint64_t step);
+
+  virtual std::unique_ptr<RegionTimer> make_timer();  // default: steady clock
+  virtual DeviceInfo device_info() const { return {}; }
+  // Measured device read bandwidth in GB/s (a large on-device copy), 0 on cpu.
+  virtual double measure_read_bandwidth_gbs() { return 0.0; }
+  // Bytes of weights one decode step reads (every weight once, lm_head included).
+  virtual double weight_bytes_per_token() const = 0;
 };
 
 // Makes the backend called `name` ("cpu" or "cuda"); throws Error when it is
