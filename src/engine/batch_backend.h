@@ -1,0 +1,75 @@
+// What the batching engine needs from a model backend: one forward step over
+// many sequences whose KV entries live in a paged pool of fixed-size blocks.
+// The backend owns the pool (it sizes it: from free memory on the GPU, from an
+// option on the CPU); the engine's BlockManager decides which block holds
+// which tokens and hands the backend a block table per sequence.
+//
+// Pool layout contract: block b of layer l holds the K and V rows of
+// block_size consecutive positions; position p of a sequence lives in block
+// block_table[p / block_size] at row p % block_size. How a backend lays the
+// rows out in memory is its own business.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "engine/sampling.h"
+#include "model/config.h"
+
+namespace hayate {
+
+struct BatchBackendOptions {
+  int block_size = 16;            // tokens per KV block
+  int num_blocks = 0;             // CPU: blocks in the pool (0 = enough for max_model_len * 4)
+  double gpu_memory_fraction = 0.9;  // GPU: share of device memory for weights + workspace + KV
+  int max_model_len = 0;          // longest sequence (prompt + output); 0 = min(config max, 8192)
+  int max_num_seqs = 256;         // most sequences in one step (graph buckets, workspace)
+  int max_num_batched_tokens = 8192;  // most tokens in one step (workspace)
+  DType dtype = DType::F16;       // GPU compute/weight dtype (cpu is always fp32)
+  int device = 0;
+};
+
+// One sequence's share of a step. The spans point into engine-owned storage
+// that stays valid for the duration of step().
+struct BatchSeq {
+  uint64_t seq_id = 0;                    // stable for the request's lifetime
+  std::span<const int32_t> tokens;        // ids to run now (a prefill chunk, or one decode id)
+  int start_pos = 0;                      // position of tokens[0]; [0, start_pos) is cached
+  std::span<const int32_t> block_table;   // physical blocks covering [0, start_pos + n)
+  bool sample = false;                    // sample one id after the chunk's last token
+  const SamplingParams* sampling = nullptr;  // valid when sample
+  uint64_t sample_step = 0;               // random stream index: tokens generated so far
+};
+
+struct Batch {
+  std::vector<BatchSeq> seqs;
+  int num_tokens = 0;  // sum of seqs[i].tokens.size()
+
+  bool all_decode() const {  // every sequence runs exactly one token (graph-friendly)
+    return num_tokens == int(seqs.size());
+  }
+};
+
+class BatchBackend {
+ public:
+  virtual ~BatchBackend() = default;
+  virtual std::string name() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual int num_blocks() const = 0;   // KV blocks in the pool
+  virtual int block_size() const = 0;   // tokens per block
+  virtual int max_model_len() const = 0;
+
+  // Runs every sequence's tokens at its positions, writing their K and V into
+  // the sequence's blocks and attending over [0, start_pos + n). For each i
+  // with seqs[i].sample, writes the sampled id to sampled[i]; other entries
+  // are left as they are. sampled.size() == batch.seqs.size(). Throws Error on
+  // bad input (token id out of range, block id out of the pool, position past
+  // max_model_len); after a throw the blocks of this batch's sequences may
+  // hold garbage, which the engine handles by failing those sequences.
+  virtual void step(const Batch& batch, std::span<int32_t> sampled) = 0;
+};
+
+}  // namespace hayate
