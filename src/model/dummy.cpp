@@ -1,0 +1,137 @@
+// Dummy architectures, written as the config.json a checkpoint would carry
+// (the one place hayate names models), and their random weight table.
+#include <cmath>
+#include <string_view>
+#include <utility>
+
+#include "core/check.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace hayate {
+namespace {
+
+struct DummyArch {
+  std::string_view name;
+  std::string_view config_json;
+};
+
+// llama-3.1-8b: Llama-3.1-8B-Instruct's config.json (also the shapes of
+// Llama-3.1-Swallow-8B-Instruct-v0.3), with head_dim spelled out.
+constexpr std::string_view kLlama31_8b = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "attention_bias": false,
+  "mlp_bias": false,
+  "hidden_act": "silu",
+  "vocab_size": 128256,
+  "hidden_size": 4096,
+  "intermediate_size": 14336,
+  "num_hidden_layers": 32,
+  "num_attention_heads": 32,
+  "num_key_value_heads": 8,
+  "head_dim": 128,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 500000.0,
+  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+  "max_position_embeddings": 131072,
+  "tie_word_embeddings": false,
+  "bos_token_id": 128000,
+  "eos_token_id": [128001, 128008, 128009],
+  "torch_dtype": "bfloat16"
+})";
+
+// llama-3.2-1b: Llama-3.2-1B-Instruct's shapes; tied embeddings.
+constexpr std::string_view kLlama32_1b = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "attention_bias": false,
+  "mlp_bias": false,
+  "hidden_act": "silu",
+  "vocab_size": 128256,
+  "hidden_size": 2048,
+  "intermediate_size": 8192,
+  "num_hidden_layers": 16,
+  "num_attention_heads": 32,
+  "num_key_value_heads": 8,
+  "head_dim": 64,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 500000.0,
+  "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+  "max_position_embeddings": 131072,
+  "tie_word_embeddings": true,
+  "bos_token_id": 128000,
+  "eos_token_id": [128001, 128008, 128009],
+  "torch_dtype": "bfloat16"
+})";
+
+// tiny: fast on a CPU, but the real vocabulary (so the Llama 3.1 tokenizer
+// works) and llama3 rope scaling with a small original context, so the
+// scaled frequencies matter at test lengths.
+constexpr std::string_view kTiny = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "attention_bias": false,
+  "mlp_bias": false,
+  "hidden_act": "silu",
+  "vocab_size": 128256,
+  "hidden_size": 128,
+  "intermediate_size": 384,
+  "num_hidden_layers": 4,
+  "num_attention_heads": 4,
+  "num_key_value_heads": 2,
+  "head_dim": 32,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 500000.0,
+  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, "original_max_position_embeddings": 256},
+  "max_position_embeddings": 4096,
+  "tie_word_embeddings": false,
+  "bos_token_id": 128000,
+  "eos_token_id": [128001, 128008, 128009],
+  "torch_dtype": "bfloat16"
+})";
+
+constexpr DummyArch kArchs[] = {
+    {"llama-3.1-8b", kLlama31_8b}, {"llama-3.2-1b", kLlama32_1b}, {"tiny", kTiny}};
+
+}  // namespace
+
+std::string dummy_config_json(const std::string& name) {
+  std::string known;
+  for (const DummyArch& a : kArchs) {
+    if (a.name == name) return std::string(a.config_json);
+    known += cat(known.empty() ? "" : ", ", a.name);
+  }
+  fail(cat("unknown dummy model 'dummy:", name, "' (known: ", known, ")"));
+}
+
+// Every weight gets its own stream (its index in the table), uniform values
+// around `offset`: norms near 1 (offset 1, scale 0.1), the embedding of unit
+// range, and each matrix with std 1/sqrt(in_features) (uniform on
+// [-s, s) has variance s^2/3), so activations stay O(1) through any depth in
+// fp16 and the logits are spread enough for a decisive greedy argmax.
+std::vector<WeightSource> dummy_weights(const ModelConfig& c) {
+  std::vector<WeightSource> ws;
+  for (WeightSpec& spec : weight_layout(c)) ws.push_back(std::move(spec.weight));
+  for (size_t i = 0; i < ws.size(); ++i) {
+    WeightSource& w = ws[i];
+    w.dtype = c.torch_dtype;
+    w.dummy_stream = i;
+    if (w.shape.size() == 1) {
+      w.dummy_offset = 1.0f;
+      w.dummy_scale = 0.1f;
+    } else if (w.name == "embed") {
+      w.dummy_offset = 0.0f;
+      w.dummy_scale = 1.0f;
+    } else {
+      w.dummy_offset = 0.0f;
+      w.dummy_scale = float(std::sqrt(3.0 / double(w.shape[1])));
+    }
+  }
+  return ws;
+}
+
+}  // namespace hayate
