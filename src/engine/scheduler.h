@@ -1,0 +1,81 @@
+// Continuous-batching scheduler (host only). Each step it builds one batch
+// under a token budget: first the running sequences in arrival order (a
+// decode id each, or their next prefill chunk), then waiting sequences from
+// the head of the queue (first-come first-served, never skipping ahead) with
+// a prefill chunk of whatever budget is left. When the pool cannot give a
+// running sequence its next slots, the most recently arrived running
+// sequence is preempted by recompute: its blocks are freed and it goes back
+// to the front of the waiting queue with num_computed_tokens = 0.
+//
+// Invariant: every running sequence arrived before every waiting one, so
+// `running_` is in arrival order and its back is the preemption victim.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/sequence.h"
+
+namespace hayate {
+
+struct SchedulerOptions {
+  int max_num_seqs = 256;             // sequences per step
+  int max_num_batched_tokens = 8192;  // tokens per step; >= max_num_seqs
+};
+
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int start_pos = 0;   // seq->num_computed_tokens when scheduled
+  int num_tokens = 0;  // run tokens [start_pos, start_pos + num_tokens)
+  bool sample = false; // the chunk reaches the end of the sequence's tokens
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> seqs;
+  int num_tokens = 0;
+  std::vector<Sequence*> preempted;  // preempted during this schedule() call
+  bool empty() const { return seqs.empty(); }
+};
+
+class Scheduler {
+ public:
+  // `blocks` must outlive the scheduler. Throws Error for bad options.
+  Scheduler(BlockManager& blocks, const SchedulerOptions& options);
+
+  // Queues a new sequence at the back of the waiting queue. The caller keeps
+  // ownership; the pointer must stay valid until finish() or remove().
+  void add(Sequence* seq);
+
+  // Picks this step's batch and reserves its KV slots.
+  SchedulerOutput schedule();
+
+  // After the backend ran `out`: advances num_computed_tokens of every
+  // scheduled sequence. The caller then appends sampled ids and calls
+  // finish() for sequences that ended.
+  void commit(const SchedulerOutput& out);
+
+  // Takes a sequence out of whichever queue holds it and frees its blocks
+  // (finished, aborted or failed). Sets its status to kFinished.
+  void remove(Sequence* seq);
+
+  int num_running() const { return int(running_.size()); }
+  int num_waiting() const { return int(waiting_.size()); }
+  bool empty() const { return running_.empty() && waiting_.empty(); }
+  const std::vector<Sequence*>& running() const { return running_; }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  uint64_t num_preemptions() const { return num_preemptions_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  void preempt(Sequence* seq);
+
+  BlockManager& blocks_;
+  SchedulerOptions options_;
+  std::vector<Sequence*> running_;  // arrival order
+  std::deque<Sequence*> waiting_;   // arrival order; preempted ones at the front
+  uint64_t num_preemptions_ = 0;
+};
+
+}  // namespace hayate
