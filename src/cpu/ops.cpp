@@ -1,0 +1,127 @@
+#include "cpu/ops.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/check.h"
+
+namespace hayate::cpu {
+
+void embedding(std::span<const int32_t> tokens, const float* table, int vocab, int hidden,
+               float* out) {
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    int32_t id = tokens[t];
+    HAYATE_CHECK(id >= 0 && id < vocab, "token id ", id, " at index ", t,
+                 " is outside the vocabulary [0, ", vocab, ")");
+    const float* row = table + int64_t(id) * hidden;
+    std::copy(row, row + hidden, out + int64_t(t) * hidden);
+  }
+}
+
+void rmsnorm(const float* x, const float* w, float* out, int n, int dim, float eps) {
+  for (int t = 0; t < n; ++t) {
+    const float* xr = x + int64_t(t) * dim;
+    float* yr = out + int64_t(t) * dim;
+    float ss = 0.0f;
+    for (int i = 0; i < dim; ++i) ss += xr[i] * xr[i];
+    float inv = 1.0f / std::sqrt(ss / float(dim) + eps);
+    // HF multiplies the normalised activation by the weight after the cast
+    // back to the input dtype; in fp32 that is the same product.
+    for (int i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * inv);
+  }
+}
+
+// Dot product with 8 independent partial sums so the compiler vectorises it.
+static float dot(const float* a, const float* b, int len) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= len; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < len; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void matmul(const float* W, const float* x, float* y, int n, int out, int in) {
+  // Each output feature is one thread's work, so a weight row is read once
+  // and reused for all n tokens while it sits in cache.
+#pragma omp parallel for schedule(static)
+  for (int o = 0; o < out; ++o) {
+    const float* wr = W + int64_t(o) * in;
+    for (int t = 0; t < n; ++t) y[int64_t(t) * out + o] = dot(wr, x + int64_t(t) * in, in);
+  }
+}
+
+void rope(float* x, int n, int n_heads, int head_dim, int pos0, const float* inv_freq) {
+  const int half = head_dim / 2;
+  std::vector<float> cos_t(half), sin_t(half);
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i < half; ++i) {
+      // fp32 angle like HF (inv_freq @ position_ids in float32); cos/sin of
+      // that float are then exact to rounding.
+      float angle = float(pos0 + t) * inv_freq[i];
+      cos_t[i] = float(std::cos(double(angle)));
+      sin_t[i] = float(std::sin(double(angle)));
+    }
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (int64_t(t) * n_heads + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        float a = v[i], b = v[i + half];
+        v[i] = a * cos_t[i] - b * sin_t[i];
+        v[i + half] = b * cos_t[i] + a * sin_t[i];
+      }
+    }
+  }
+}
+
+void attention(const float* q, const float* k_cache, const float* v_cache, float* out, int n,
+               int pos0, int n_heads, int n_kv_heads, int head_dim) {
+  const int group = n_heads / n_kv_heads;
+  const int kv_dim = n_kv_heads * head_dim;
+  const float scale = 1.0f / std::sqrt(float(head_dim));
+#pragma omp parallel
+  {
+    std::vector<float> scores(size_t(pos0) + size_t(n));
+#pragma omp for collapse(2) schedule(static)
+    for (int t = 0; t < n; ++t) {
+      for (int h = 0; h < n_heads; ++h) {
+        const int len = pos0 + t + 1;  // causal: positions [0, pos0 + t]
+        const float* qh = q + (int64_t(t) * n_heads + h) * head_dim;
+        const int64_t kv_off = int64_t(h / group) * head_dim;
+        float mx = -INFINITY;
+        for (int s = 0; s < len; ++s) {
+          scores[s] = dot(qh, k_cache + int64_t(s) * kv_dim + kv_off, head_dim) * scale;
+          mx = std::max(mx, scores[s]);
+        }
+        float sum = 0.0f;
+        for (int s = 0; s < len; ++s) {
+          scores[s] = std::exp(scores[s] - mx);
+          sum += scores[s];
+        }
+        const float inv = 1.0f / sum;
+        float* oh = out + (int64_t(t) * n_heads + h) * head_dim;
+        std::fill(oh, oh + head_dim, 0.0f);
+        for (int s = 0; s < len; ++s) {
+          const float p = scores[s] * inv;
+          const float* vs = v_cache + int64_t(s) * kv_dim + kv_off;
+          for (int d = 0; d < head_dim; ++d) oh[d] += p * vs[d];
+        }
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gu, float* out, int n, int inter) {
+  for (int t = 0; t < n; ++t) {
+    const float* g = gu + int64_t(t) * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + int64_t(t) * inter;
+    for (int j = 0; j < inter; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+  }
+}
+
+void add(float* x, const float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+}  // namespace hayate::cpu

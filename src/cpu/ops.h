@@ -1,0 +1,48 @@
+// The fp32 ops of the CPU reference backend. The CUDA backend mirrors these
+// by name and argument order, and tests each of its kernels against them.
+// Activations are row-major [n tokens, width]; weights are HF-style
+// [out_features, in_features]. Ops parallelise over independent outputs with
+// OpenMP, so a result never depends on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace hayate::cpu {
+
+// out[t, :] = table[tokens[t], :]. table: [vocab, hidden]; out: [n, hidden].
+// Throws Error for an id outside [0, vocab).
+void embedding(std::span<const int32_t> tokens, const float* table, int vocab, int hidden,
+               float* out);
+
+// out[t, i] = x[t, i] / sqrt(mean_i(x[t, :]^2) + eps) * w[i], as HF's
+// LlamaRMSNorm in fp32. x, out: [n, dim] (may alias); w: [dim].
+void rmsnorm(const float* x, const float* w, float* out, int n, int dim, float eps);
+
+// y[t, o] = sum_i W[o, i] * x[t, i]. W: [out, in]; x: [n, in]; y: [n, out].
+// Sums in fp32 with 8 partial accumulators (the GPU's order differs anyway).
+void matmul(const float* W, const float* x, float* y, int n, int out, int in);
+
+// Rotary embedding in HF's rotate_half layout (pairs i and i + head_dim/2),
+// applied in place to x: [n, n_heads * head_dim]; row t is at position
+// pos0 + t. inv_freq: [head_dim / 2] from rope_inv_freq() (llama3 scaling
+// already applied). The angle is float(pos) * inv_freq in fp32 as HF does.
+void rope(float* x, int n, int n_heads, int head_dim, int pos0, const float* inv_freq);
+
+// Causal grouped-query attention over the KV cache. q: [n, n_heads *
+// head_dim], row t at position pos0 + t; k_cache, v_cache: [capacity,
+// n_kv_heads * head_dim] holding positions [0, pos0 + n). Query head h reads
+// kv head h / (n_heads / n_kv_heads), as HF's repeat_kv. out: [n, n_heads *
+// head_dim]. Scores are scaled by 1/sqrt(head_dim); the softmax is fp32
+// with the row max subtracted, as HF's eager attention.
+void attention(const float* q, const float* k_cache, const float* v_cache, float* out, int n,
+               int pos0, int n_heads, int n_kv_heads, int head_dim);
+
+// SwiGLU: out[t, j] = silu(gu[t, j]) * gu[t, inter + j]. gu: [n, 2 * inter]
+// (gate rows then up rows of the fused w_gate_up); out: [n, inter].
+void silu_mul(const float* gu, float* out, int n, int inter);
+
+// x[i] += y[i] for i < count (the residual connection).
+void add(float* x, const float* y, int64_t count);
+
+}  // namespace hayate::cpu
