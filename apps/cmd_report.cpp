@@ -1,12 +1,100 @@
-// Placeholder until its issue lands: the command exists and says so.
+// `hayate report`: the article's comparison table over bench results (hayate
+// and the HF baselines, same JSON schema), and optionally its per-run chart.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
 #include "apps/common.h"
+#include "bench/result.h"
+#include "bench/table.h"
 #include "core/check.h"
 
 namespace hayate {
 
+namespace {
+
+struct ReportArgs {
+  std::vector<std::string> files;
+  bool markdown = false;
+  std::string png;
+  std::string plot_script;
+  std::string python = "python3";
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+// tools/plot_report.py: next to the working directory (the repository root
+// on the GPU machine), above the binary (build/<preset>/hayate), or in the
+// source tree this binary was configured from.
+std::string find_plot_script(const std::string& given) {
+  namespace fs = std::filesystem;
+  if (!given.empty()) {
+    HAYATE_CHECK(fs::is_regular_file(given), "--plot-script: '", given, "' not found");
+    return given;
+  }
+  std::vector<fs::path> candidates = {fs::path("tools/plot_report.py")};
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / "../../tools/plot_report.py");
+    candidates.push_back(exe.parent_path() / "../tools/plot_report.py");
+  }
+  candidates.push_back(fs::path(assets_dir()) / "../tools/plot_report.py");
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c, ec)) return c.lexically_normal().string();
+  fail("--png: tools/plot_report.py not found (run from the repository root or pass "
+       "--plot-script)");
+}
+
+void draw_png(const ReportArgs& a) {
+  std::string script = find_plot_script(a.plot_script);
+  std::string probe = shell_quote(a.python) + " -c 'import matplotlib' >/dev/null 2>&1";
+  int rc = std::system(("command -v " + shell_quote(a.python) + " >/dev/null 2>&1").c_str());
+  HAYATE_CHECK(rc == 0, "--png: ", a.python, " is not installed here (the chart needs python3 with "
+               "matplotlib; the text table above is complete)");
+  rc = std::system(probe.c_str());
+  HAYATE_CHECK(rc == 0, "--png: ", a.python, " has no matplotlib here (the chart needs it; the "
+               "text table above is complete)");
+  std::string cmd = shell_quote(a.python) + " " + shell_quote(script) + " --out " +
+                    shell_quote(a.png);
+  for (const auto& f : a.files) cmd += " " + shell_quote(f);
+  std::cout << std::flush;
+  rc = std::system(cmd.c_str());
+  HAYATE_CHECK(rc == 0, "--png: ", script, " failed (exit status ", rc, ")");
+  std::cerr << "hayate report: wrote " << a.png << "\n";
+}
+
+void run_report(const ReportArgs& a) {
+  HAYATE_CHECK(!a.files.empty(), "report: give one or more result files from hayate bench --json "
+               "or tools/hf_baseline.py");
+  std::vector<bench::BenchResult> results;
+  for (const auto& f : a.files) results.push_back(bench::read_result_file(f));
+  std::cout << bench::comparison(results, a.markdown);
+  if (!a.png.empty()) draw_png(a);
+}
+
+}  // namespace
+
 void add_report_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("report", "not built yet");
-  cmd->callback([] { fail("'report' is not implemented yet"); });
+  auto a = std::make_shared<ReportArgs>();
+  auto* cmd = app.add_subcommand(
+      "report", "the article's comparison table over bench results (hayate and HF baselines)");
+  cmd->add_option("files", a->files, "result JSON files (hayate bench --json, tools/hf_baseline.py)")
+      ->required();
+  cmd->add_flag("--markdown", a->markdown, "print the table as markdown");
+  cmd->add_option("--png", a->png, "also draw per-run times per engine (tools/plot_report.py)");
+  cmd->add_option("--plot-script", a->plot_script, "path of tools/plot_report.py");
+  cmd->add_option("--python", a->python, "python with matplotlib")->capture_default_str();
+  cmd->callback([a] { run_report(*a); });
 }
 
 }  // namespace hayate
