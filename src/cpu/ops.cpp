@@ -7,6 +7,11 @@
 
 namespace hayate::cpu {
 
+// Work (multiply-adds) below which an op runs on one thread: a parallel
+// region costs a barrier, and on a loaded 2-core machine a barrier waiting for
+// a descheduled thread costs milliseconds.
+constexpr int64_t kParallelWork = int64_t(1) << 20;
+
 void embedding(std::span<const int32_t> tokens, const float* table, int vocab, int hidden,
                float* out) {
   for (size_t t = 0; t < tokens.size(); ++t) {
@@ -45,7 +50,7 @@ static float dot(const float* a, const float* b, int len) {
 void matmul(const float* W, const float* x, float* y, int n, int out, int in) {
   // Each output feature is one thread's work, so a weight row is read once
   // and reused for all n tokens while it sits in cache.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (int64_t(n) * out * in >= kParallelWork)
   for (int o = 0; o < out; ++o) {
     const float* wr = W + int64_t(o) * in;
     for (int t = 0; t < n; ++t) y[int64_t(t) * out + o] = dot(wr, x + int64_t(t) * in, in);
@@ -79,7 +84,8 @@ void attention(const float* q, const float* k_cache, const float* v_cache, float
   const int group = n_heads / n_kv_heads;
   const int kv_dim = n_kv_heads * head_dim;
   const float scale = 1.0f / std::sqrt(float(head_dim));
-#pragma omp parallel
+  const int64_t work = int64_t(n) * n_heads * (pos0 + n) * head_dim;
+#pragma omp parallel if (work >= kParallelWork)
   {
     std::vector<float> scores(size_t(pos0) + size_t(n));
 #pragma omp for collapse(2) schedule(static)
