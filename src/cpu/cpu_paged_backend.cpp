@@ -1,0 +1,229 @@
+// Batched forward over a paged KV cache, fp32 on the CPU. One step:
+//   all tokens of all sequences go through the GEMMs together (x: [N, hidden]),
+//   while rope, the KV write and attention run per sequence over its blocks.
+// K and V of layer l live in pools of [num_blocks, block_size, kv_dim] floats;
+// position p of a sequence is row p % block_size of block table[p / block_size].
+#include "cpu/cpu_paged_backend.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/check.h"
+#include "cpu/ops.h"
+#include "model/model.h"
+
+namespace hayate {
+namespace {
+
+struct Layer {
+  std::vector<float> attn_norm;  // [hidden]
+  std::vector<float> wqkv;       // [q_dim + 2 kv_dim, hidden]
+  std::vector<float> wo;         // [hidden, q_dim]
+  std::vector<float> ffn_norm;   // [hidden]
+  std::vector<float> w_gate_up;  // [2 * intermediate, hidden]
+  std::vector<float> w_down;     // [hidden, intermediate]
+};
+
+std::vector<float> load_f32(const Model& m, const std::string& name, int64_t expected) {
+  const WeightSource& w = m.weight(name);
+  HAYATE_CHECK(w.numel() == expected, "weight ", name, " has ", w.numel(), " elements, expected ",
+               expected);
+  std::vector<float> out(static_cast<size_t>(expected));
+  weight_to_f32(m, w, out);
+  return out;
+}
+
+class CpuPagedBackend final : public BatchBackend {
+ public:
+  CpuPagedBackend(const Model& model, const BatchBackendOptions& o) : c_(model.config) {
+    HAYATE_CHECK(c_.num_kv_heads > 0 && c_.num_heads % c_.num_kv_heads == 0,
+                 "num_attention_heads ", c_.num_heads, " is not a multiple of num_key_value_heads ",
+                 c_.num_kv_heads);
+    HAYATE_CHECK(c_.head_dim > 0 && c_.head_dim % 2 == 0, "head_dim ", c_.head_dim,
+                 " must be positive and even");
+    HAYATE_CHECK(o.block_size >= 1, "--block-size must be >= 1, got ", o.block_size);
+    HAYATE_CHECK(o.num_blocks >= 0, "--num-kv-blocks must be >= 0, got ", o.num_blocks);
+    HAYATE_CHECK(o.max_model_len >= 0, "--max-model-len must be >= 0, got ", o.max_model_len);
+    max_model_len_ = o.max_model_len > 0 ? o.max_model_len
+                                         : std::min(c_.max_position_embeddings, 8192);
+    HAYATE_CHECK(max_model_len_ <= c_.max_position_embeddings, "--max-model-len ", max_model_len_,
+                 " exceeds the model's max_position_embeddings ", c_.max_position_embeddings);
+    block_size_ = o.block_size;
+    num_blocks_ = o.num_blocks > 0
+                      ? o.num_blocks
+                      : 4 * ((max_model_len_ + block_size_ - 1) / block_size_);
+
+    const int64_t H = c_.hidden_size, V = c_.vocab_size, I = c_.intermediate_size;
+    embed_ = load_f32(model, "embed", V * H);
+    final_norm_ = load_f32(model, "final_norm", H);
+    if (!c_.tie_word_embeddings) lm_head_ = load_f32(model, "lm_head", V * H);
+    layers_.resize(size_t(c_.num_layers));
+    for (int l = 0; l < c_.num_layers; ++l) {
+      const std::string p = cat("layers.", l, ".");
+      Layer& L = layers_[size_t(l)];
+      L.attn_norm = load_f32(model, p + "attn_norm", H);
+      L.wqkv = load_f32(model, p + "wqkv", int64_t(c_.qkv_dim()) * H);
+      L.wo = load_f32(model, p + "wo", H * c_.q_dim());
+      L.ffn_norm = load_f32(model, p + "ffn_norm", H);
+      L.w_gate_up = load_f32(model, p + "w_gate_up", 2 * I * H);
+      L.w_down = load_f32(model, p + "w_down", H * I);
+    }
+    inv_freq_ = rope_inv_freq(c_);
+    HAYATE_CHECK(int(inv_freq_.size()) == c_.head_dim / 2, "rope table has ", inv_freq_.size(),
+                 " entries, expected ", c_.head_dim / 2);
+    const size_t pool = size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) *
+                        size_t(c_.kv_dim());
+    k_pool_.assign(pool, 0.0f);
+    v_pool_.assign(pool, 0.0f);
+  }
+
+  std::string name() const override { return "cpu"; }
+  const ModelConfig& config() const override { return c_; }
+  int num_blocks() const override { return num_blocks_; }
+  int block_size() const override { return block_size_; }
+  int max_model_len() const override { return max_model_len_; }
+
+  void step(const Batch& batch, std::span<int32_t> sampled) override {
+    validate(batch, sampled);
+    const int N = batch.num_tokens;
+    const int H = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
+    const int q_dim = c_.q_dim(), kv_dim = c_.kv_dim(), qkv_dim = c_.qkv_dim();
+
+    // offsets[i]: row of seqs[i]'s first token in the flattened [N, *] activations.
+    std::vector<int> offsets(batch.seqs.size());
+    std::vector<int32_t> ids;
+    ids.reserve(size_t(N));
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      offsets[i] = int(ids.size());
+      ids.insert(ids.end(), batch.seqs[i].tokens.begin(), batch.seqs[i].tokens.end());
+    }
+
+    std::vector<float> x(size_t(N) * H), h(size_t(N) * H), tmp(size_t(N) * H);
+    std::vector<float> qkv(size_t(N) * qkv_dim), q(size_t(N) * q_dim), att(size_t(N) * q_dim);
+    std::vector<float> gu(size_t(N) * 2 * I), act(size_t(N) * I);
+    std::vector<float> k_new, kc, vc;  // per sequence: roped new keys; gathered K/V [len, kv_dim]
+
+    cpu::embedding(ids, embed_.data(), V, H, x.data());  // x: [N, H]
+    for (int l = 0; l < c_.num_layers; ++l) {
+      const Layer& L = layers_[size_t(l)];
+      cpu::rmsnorm(x.data(), L.attn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
+      cpu::matmul(L.wqkv.data(), h.data(), qkv.data(), N, qkv_dim, H);  // [N, q|k|v]
+      for (size_t i = 0; i < batch.seqs.size(); ++i) {
+        const BatchSeq& s = batch.seqs[i];
+        const int n = int(s.tokens.size()), pos = s.start_pos, len = pos + n;
+        const size_t r0 = size_t(offsets[i]);
+        // New K/V rows: rope the keys, then scatter both into the blocks.
+        k_new.resize(size_t(n) * kv_dim);
+        for (int t = 0; t < n; ++t) {
+          const float* row = qkv.data() + (r0 + size_t(t)) * qkv_dim;
+          std::copy(row, row + q_dim, q.data() + (r0 + size_t(t)) * q_dim);
+          std::copy(row + q_dim, row + q_dim + kv_dim, k_new.data() + size_t(t) * kv_dim);
+        }
+        cpu::rope(q.data() + r0 * q_dim, n, c_.num_heads, c_.head_dim, pos, inv_freq_.data());
+        cpu::rope(k_new.data(), n, c_.num_kv_heads, c_.head_dim, pos, inv_freq_.data());
+        for (int t = 0; t < n; ++t) {
+          const float* v_row = qkv.data() + (r0 + size_t(t)) * qkv_dim + q_dim + kv_dim;
+          std::copy_n(k_new.data() + size_t(t) * kv_dim, kv_dim, slot(k_pool_, l, s, pos + t));
+          std::copy_n(v_row, kv_dim, slot(v_pool_, l, s, pos + t));
+        }
+        // Gather positions [0, len) into contiguous K/V so that the reference
+        // attention op (and its summation order) is reused unchanged.
+        kc.resize(size_t(len) * kv_dim);
+        vc.resize(size_t(len) * kv_dim);
+        for (int p = 0; p < len; p += block_size_) {
+          const int rows = std::min(block_size_, len - p);
+          std::copy_n(slot(k_pool_, l, s, p), size_t(rows) * kv_dim, kc.data() + size_t(p) * kv_dim);
+          std::copy_n(slot(v_pool_, l, s, p), size_t(rows) * kv_dim, vc.data() + size_t(p) * kv_dim);
+        }
+        cpu::attention(q.data() + r0 * q_dim, kc.data(), vc.data(), att.data() + r0 * q_dim, n,
+                       pos, c_.num_heads, c_.num_kv_heads, c_.head_dim);
+      }
+      cpu::matmul(L.wo.data(), att.data(), tmp.data(), N, H, q_dim);
+      cpu::add(x.data(), tmp.data(), int64_t(N) * H);
+      cpu::rmsnorm(x.data(), L.ffn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
+      cpu::matmul(L.w_gate_up.data(), h.data(), gu.data(), N, 2 * I, H);
+      cpu::silu_mul(gu.data(), act.data(), N, I);
+      cpu::matmul(L.w_down.data(), act.data(), tmp.data(), N, H, I);
+      cpu::add(x.data(), tmp.data(), int64_t(N) * H);
+    }
+
+    // LM head only on the last row of each sequence that samples: [m, H] -> [m, V].
+    std::vector<size_t> which;
+    for (size_t i = 0; i < batch.seqs.size(); ++i)
+      if (batch.seqs[i].sample) which.push_back(i);
+    if (which.empty()) return;
+    const int m = int(which.size());
+    std::vector<float> last(size_t(m) * H), logits(size_t(m) * V);
+    for (int j = 0; j < m; ++j) {
+      const size_t i = which[size_t(j)];
+      const size_t row = size_t(offsets[i]) + batch.seqs[i].tokens.size() - 1;
+      std::copy_n(x.data() + row * H, H, last.data() + size_t(j) * H);
+    }
+    cpu::rmsnorm(last.data(), final_norm_.data(), last.data(), m, H, c_.rms_norm_eps);
+    cpu::matmul(lm_weights().data(), last.data(), logits.data(), m, V, H);
+    for (int j = 0; j < m; ++j) {
+      const BatchSeq& s = batch.seqs[which[size_t(j)]];
+      sampled[which[size_t(j)]] = sample_token(
+          std::span<const float>(logits).subspan(size_t(j) * V, size_t(V)), *s.sampling,
+          s.sample_step);
+    }
+  }
+
+ private:
+  // Start of the K or V row of position `p` of sequence `s` in layer `l`.
+  float* slot(std::vector<float>& pool, int l, const BatchSeq& s, int p) {
+    const int32_t block = s.block_table[size_t(p / block_size_)];
+    const size_t row = (size_t(l) * num_blocks_ + size_t(block)) * block_size_ + p % block_size_;
+    return pool.data() + row * size_t(c_.kv_dim());
+  }
+
+  void validate(const Batch& batch, std::span<const int32_t> sampled) const {
+    HAYATE_CHECK(!batch.seqs.empty(), "batch step: no sequences");
+    HAYATE_CHECK(sampled.size() == batch.seqs.size(), "batch step: ", sampled.size(),
+                 " output slots for ", batch.seqs.size(), " sequences");
+    int total = 0;
+    for (const BatchSeq& s : batch.seqs) {
+      const int n = int(s.tokens.size());
+      HAYATE_CHECK(n > 0, "batch step: sequence ", s.seq_id, " has no tokens");
+      HAYATE_CHECK(s.start_pos >= 0 && int64_t(s.start_pos) + n <= max_model_len_,
+                   "batch step: sequence ", s.seq_id, " positions [", s.start_pos, ", ",
+                   int64_t(s.start_pos) + n, ") exceed max_model_len ", max_model_len_);
+      HAYATE_CHECK(int64_t(s.block_table.size()) * block_size_ >= int64_t(s.start_pos) + n,
+                   "batch step: sequence ", s.seq_id, " has ", s.block_table.size(),
+                   " blocks for ", s.start_pos + n, " positions");
+      for (int32_t b : s.block_table)
+        HAYATE_CHECK(b >= 0 && b < num_blocks_, "batch step: sequence ", s.seq_id, " names block ",
+                     b, " outside the pool of ", num_blocks_);
+      HAYATE_CHECK(!s.sample || s.sampling != nullptr, "batch step: sequence ", s.seq_id,
+                   " samples without sampling params");
+      total += n;
+    }
+    HAYATE_CHECK(total == batch.num_tokens, "batch step: num_tokens ", batch.num_tokens,
+                 " but the sequences hold ", total);
+  }
+
+  const std::vector<float>& lm_weights() const {
+    return c_.tie_word_embeddings ? embed_ : lm_head_;
+  }
+
+  ModelConfig c_;
+  int max_model_len_ = 0;
+  int block_size_ = 0;
+  int num_blocks_ = 0;
+  std::vector<float> embed_;       // [vocab, hidden]
+  std::vector<float> final_norm_;  // [hidden]
+  std::vector<float> lm_head_;     // [vocab, hidden]; empty when tied
+  std::vector<Layer> layers_;
+  std::vector<float> inv_freq_;    // [head_dim / 2]
+  std::vector<float> k_pool_;      // [layers, num_blocks, block_size, kv_dim], roped keys
+  std::vector<float> v_pool_;      // [layers, num_blocks, block_size, kv_dim]
+};
+
+}  // namespace
+
+std::unique_ptr<BatchBackend> make_cpu_paged_backend(const Model& model,
+                                                     const BatchBackendOptions& options) {
+  return std::make_unique<CpuPagedBackend>(model, options);
+}
+
+}  // namespace hayate

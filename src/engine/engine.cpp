@@ -1,0 +1,403 @@
+// The engine step loop. One step:
+//   1. take new requests and aborts from the inbox (filled by any thread),
+//   2. let the scheduler pick the batch and reserve KV slots,
+//   3. run the backend over the batch,
+//   4. append sampled ids, check stop conditions, stream text,
+//   5. free finished sequences, then call the event callbacks with no lock held.
+// Scheduler, block manager and sequences are touched only by the stepping
+// thread; other threads reach the engine through the inbox and the stats
+// snapshot, each behind its own mutex.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "core/check.h"
+#include "engine/block_manager.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine/stop.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hayate {
+
+namespace {
+
+// A request inside the engine: its sequence plus the streaming state.
+struct Active {
+  Sequence seq;
+  EventCallback on_event;
+  std::optional<StreamDecoder> decoder;  // with a tokenizer only
+  std::optional<StopMatcher> stop;       // with a tokenizer only
+};
+
+bool contains(const std::vector<int32_t>& v, int32_t id) {
+  return std::find(v.begin(), v.end(), id) != v.end();
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  BatchBackend& backend;
+  const Tokenizer* tokenizer;
+  EngineOptions options;
+  BlockManager blocks;
+  Scheduler scheduler;
+
+  // Inbox: written by submit()/abort() on any thread.
+  std::mutex inbox_mu;
+  std::condition_variable inbox_cv;
+  std::vector<std::unique_ptr<Active>> inbox;
+  std::vector<RequestId> abort_inbox;
+  RequestId next_id = 1;
+  uint64_t next_arrival = 0;
+
+  // Requests accepted and not yet given their final event.
+  std::atomic<int64_t> num_unfinished{0};
+
+  // Stepping-thread state.
+  std::mutex step_mu;
+  std::unordered_map<RequestId, std::unique_ptr<Active>> active;
+  std::vector<std::pair<EventCallback*, EngineEvent>> pending_events;
+  std::vector<std::unique_ptr<Active>> retired;  // finished this step; freed after callbacks
+
+  // Stats snapshot, refreshed at the end of each step.
+  mutable std::mutex stats_mu;
+  EngineStats stats;
+
+  // Background loop.
+  std::thread loop;
+  std::atomic<bool> stop_loop{false};
+
+  Impl(BatchBackend& b, const Tokenizer* t, const EngineOptions& o)
+      : backend(b),
+        tokenizer(t),
+        options(o),
+        blocks(b.num_blocks(), b.block_size()),
+        scheduler(blocks, {o.max_num_seqs, o.max_num_batched_tokens}) {
+    HAYATE_CHECK(b.max_model_len() >= 1, "backend max_model_len ", b.max_model_len(),
+                 " must be >= 1");
+    refresh_stats();
+  }
+
+  void refresh_stats() {
+    std::lock_guard<std::mutex> g(stats_mu);
+    stats.num_running = scheduler.num_running();
+    stats.num_waiting = scheduler.num_waiting();
+    stats.kv_blocks_total = blocks.num_blocks();
+    stats.kv_blocks_used = blocks.num_used();
+    stats.kv_usage = double(stats.kv_blocks_used) / double(stats.kv_blocks_total);
+    stats.preemptions_total = scheduler.num_preemptions();
+  }
+
+  // Queues an event for `a` carrying the ids generated since the last event.
+  void queue_event(Active& a, std::vector<int32_t> ids, std::string text, bool finished,
+                   std::string error = {}) {
+    EngineEvent e;
+    e.id = a.seq.id;
+    e.token_ids = std::move(ids);
+    e.text = std::move(text);
+    e.finished = finished;
+    e.finish = a.seq.finish;
+    e.error = std::move(error);
+    e.prompt_tokens = a.seq.num_prompt_tokens;
+    e.completion_tokens = a.seq.num_generated();
+    pending_events.emplace_back(a.on_event ? &a.on_event : nullptr, std::move(e));
+  }
+
+  // Ends a request: frees its blocks, queues its final event, retires it.
+  void finalize(RequestId id, FinishReason reason, std::vector<int32_t> ids, std::string text,
+                std::string error = {}) {
+    auto it = active.find(id);
+    if (it == active.end()) return;
+    Active& a = *it->second;
+    scheduler.remove(&a.seq);
+    a.seq.finish = reason;
+    {
+      std::lock_guard<std::mutex> g(stats_mu);
+      ++stats.requests_finished_total;
+      stats.prompt_tokens_total += uint64_t(a.seq.num_prompt_tokens);
+      if (reason == FinishReason::kAbort) {
+        if (error.empty()) ++stats.requests_aborted_total;
+        else ++stats.requests_failed_total;
+      }
+    }
+    queue_event(a, std::move(ids), std::move(text), true, std::move(error));
+    retired.push_back(std::move(it->second));
+    active.erase(it);
+  }
+
+  // Text still held by the decoder and the stop matcher at the end.
+  std::string flush_text(Active& a) {
+    if (!a.decoder) return {};
+    std::string text = a.stop->push(a.decoder->flush());
+    text += a.stop->flush();
+    return text;
+  }
+
+  void drain_inbox() {
+    std::vector<std::unique_ptr<Active>> fresh;
+    std::vector<RequestId> aborts;
+    {
+      std::lock_guard<std::mutex> g(inbox_mu);
+      fresh.swap(inbox);
+      aborts.swap(abort_inbox);
+    }
+    for (auto& a : fresh) {
+      RequestId id = a->seq.id;
+      scheduler.add(&a->seq);
+      active.emplace(id, std::move(a));
+    }
+    for (RequestId id : aborts) {
+      auto it = active.find(id);
+      if (it == active.end()) continue;
+      finalize(id, FinishReason::kAbort, {}, flush_text(*it->second));
+    }
+  }
+
+  // After a sampled id: the stop checks of generate(), in the same order.
+  void on_sampled(Active& a, int32_t id) {
+    Sequence& s = a.seq;
+    s.tokens.push_back(id);
+    {
+      std::lock_guard<std::mutex> g(stats_mu);
+      ++stats.generation_tokens_total;
+    }
+    const bool eos = !s.stop.ignore_eos && contains(s.stop.eos_ids, id);
+    if (eos || contains(s.stop.stop_token_ids, id)) {
+      // The stop id is reported but its text is not (as generate()).
+      finalize(s.id, FinishReason::kStop, {id}, flush_text(a));
+      return;
+    }
+    std::string text;
+    if (a.decoder) {
+      text = a.stop->push(a.decoder->push(id));
+      if (a.stop->stopped()) {
+        finalize(s.id, FinishReason::kStop, {id}, std::move(text));
+        return;
+      }
+    }
+    if (s.num_generated() >= s.stop.max_tokens) {
+      text += flush_text(a);
+      finalize(s.id, a.stop && a.stop->stopped() ? FinishReason::kStop : FinishReason::kLength,
+               {id}, std::move(text));
+      return;
+    }
+    queue_event(a, {id}, std::move(text), false);
+  }
+
+  bool step() {
+    std::lock_guard<std::mutex> step_guard(step_mu);
+    drain_inbox();
+    SchedulerOutput out = scheduler.schedule();
+    bool worked = !out.empty() || !pending_events.empty();
+    if (!out.empty()) run_batch(out);
+    refresh_stats();
+    dispatch_events();
+    return worked;
+  }
+
+  void run_batch(const SchedulerOutput& out) {
+    Batch batch;
+    batch.seqs.reserve(out.seqs.size());
+    for (const ScheduledSeq& s : out.seqs) {
+      Sequence& q = *s.seq;
+      BatchSeq b;
+      b.seq_id = q.id;
+      b.tokens = std::span<const int32_t>(q.tokens).subspan(size_t(s.start_pos),
+                                                            size_t(s.num_tokens));
+      b.start_pos = s.start_pos;
+      b.block_table = q.block_table;
+      b.sample = s.sample;
+      b.sampling = &q.sampling;
+      b.sample_step = uint64_t(q.num_generated());
+      batch.seqs.push_back(b);
+    }
+    batch.num_tokens = out.num_tokens;
+    std::vector<int32_t> sampled(batch.seqs.size(), -1);
+    try {
+      backend.step(batch, sampled);
+    } catch (const std::exception& e) {
+      // The blocks of this batch may hold garbage now: fail every sequence in
+      // it (their blocks return to the pool) and keep serving the others.
+      std::string why = cat("engine step failed: ", e.what());
+      for (const ScheduledSeq& s : out.seqs) finalize(s.seq->id, FinishReason::kAbort, {}, {}, why);
+      return;
+    }
+    scheduler.commit(out);
+    {
+      std::lock_guard<std::mutex> g(stats_mu);
+      ++stats.steps;
+      stats.computed_tokens_total += uint64_t(out.num_tokens);
+    }
+    for (size_t i = 0; i < out.seqs.size(); ++i) {
+      if (!out.seqs[i].sample) continue;
+      RequestId id = out.seqs[i].seq->id;
+      Active& a = *active.at(id);
+      try {
+        HAYATE_CHECK(sampled[i] >= 0 && sampled[i] < backend.config().vocab_size,
+                     "backend sampled id ", sampled[i], " outside the vocabulary");
+        on_sampled(a, sampled[i]);
+      } catch (const std::exception& e) {
+        finalize(id, FinishReason::kAbort, {}, {}, cat("engine: ", e.what()));
+      }
+    }
+  }
+
+  void dispatch_events() {
+    std::vector<std::pair<EventCallback*, EngineEvent>> events;
+    events.swap(pending_events);
+    std::vector<std::unique_ptr<Active>> done;
+    done.swap(retired);  // keeps finished requests' callbacks alive until called
+    for (auto& [cb, e] : events) {
+      if (e.finished) num_unfinished.fetch_sub(1);
+      if (cb == nullptr) continue;
+      try {
+        (*cb)(e);
+      } catch (...) {
+        // The consumer is gone (e.g. a closed connection): stop generating for it.
+        if (!e.finished) request_abort(e.id);
+      }
+    }
+  }
+
+  void request_abort(RequestId id) {
+    {
+      std::lock_guard<std::mutex> g(inbox_mu);
+      abort_inbox.push_back(id);
+    }
+    inbox_cv.notify_one();
+  }
+
+  RequestId submit(EngineRequest r) {
+    const ModelConfig& c = backend.config();
+    const int n = int(r.prompt.size());
+    HAYATE_CHECK(n > 0, "request: the prompt is empty");
+    for (int32_t id : r.prompt)
+      HAYATE_CHECK(id >= 0 && id < c.vocab_size, "request: prompt token id ", id,
+                   " is outside the vocabulary [0, ", c.vocab_size, ")");
+    r.sampling.validate();
+    HAYATE_CHECK(r.max_tokens >= 1, "request: max_tokens must be >= 1, got ", r.max_tokens);
+    const int64_t total = int64_t(n) + r.max_tokens;
+    HAYATE_CHECK(total <= backend.max_model_len(), "request: prompt of ", n, " tokens + ",
+                 r.max_tokens, " new tokens exceeds max_model_len ", backend.max_model_len());
+    // The last sampled id is never run, so the KV cache holds total - 1 positions.
+    const int64_t need = (total - 1 + blocks.block_size() - 1) / blocks.block_size();
+    HAYATE_CHECK(need <= blocks.num_blocks(), "request: prompt of ", n, " tokens + ",
+                 r.max_tokens, " new tokens needs ", need, " KV blocks of ", blocks.block_size(),
+                 " tokens, more than the whole pool of ", blocks.num_blocks());
+    HAYATE_CHECK(r.stop.empty() || tokenizer != nullptr,
+                 "request: stop strings need an engine with a tokenizer");
+
+    auto a = std::make_unique<Active>();
+    Sequence& s = a->seq;
+    s.tokens = std::move(r.prompt);
+    s.num_prompt_tokens = n;
+    s.sampling = r.sampling;
+    s.stop.max_tokens = r.max_tokens;
+    s.stop.ignore_eos = r.ignore_eos;
+    s.stop.eos_ids = c.eos_ids;
+    s.stop.stop_token_ids = std::move(r.stop_token_ids);
+    s.stop.stop = r.stop;
+    a->on_event = std::move(r.on_event);
+    if (tokenizer != nullptr) {
+      a->decoder.emplace(*tokenizer, r.skip_special_tokens);
+      a->stop.emplace(std::move(r.stop));  // throws on an empty stop string
+    }
+    RequestId id;
+    {
+      std::lock_guard<std::mutex> g(inbox_mu);
+      id = next_id++;
+      s.id = id;
+      s.arrival = next_arrival++;
+      inbox.push_back(std::move(a));
+      num_unfinished.fetch_add(1);
+    }
+    inbox_cv.notify_one();
+    return id;
+  }
+
+  void run_loop() {
+    while (!stop_loop.load()) {
+      if (step()) continue;
+      std::unique_lock<std::mutex> g(inbox_mu);
+      inbox_cv.wait(g, [&] { return stop_loop.load() || !inbox.empty() || !abort_inbox.empty(); });
+    }
+  }
+
+  void stop_thread() {
+    if (!loop.joinable()) return;
+    {
+      std::lock_guard<std::mutex> g(inbox_mu);
+      stop_loop.store(true);
+    }
+    inbox_cv.notify_all();
+    loop.join();
+    stop_loop.store(false);
+  }
+
+  // Every request still held (queued or in flight) gets its final event.
+  void abort_everything() {
+    std::lock_guard<std::mutex> step_guard(step_mu);
+    drain_inbox();
+    std::vector<RequestId> ids;
+    for (auto& [id, a] : active) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (RequestId id : ids) finalize(id, FinishReason::kAbort, {}, flush_text(*active.at(id)));
+    refresh_stats();
+    dispatch_events();
+  }
+};
+
+Engine::Engine(BatchBackend& backend, const Tokenizer* tokenizer, const EngineOptions& options)
+    : impl_(std::make_unique<Impl>(backend, tokenizer, options)) {}
+
+Engine::~Engine() {
+  impl_->stop_thread();
+  impl_->abort_everything();
+}
+
+RequestId Engine::submit(EngineRequest request) { return impl_->submit(std::move(request)); }
+
+void Engine::abort(RequestId id) { impl_->request_abort(id); }
+
+bool Engine::step() { return impl_->step(); }
+
+void Engine::run_until_idle() {
+  while (has_work()) {
+    // A step without progress while requests are pending would loop forever.
+    HAYATE_CHECK(impl_->step() || !has_work(), "engine: no progress with requests pending");
+  }
+}
+
+bool Engine::has_work() const { return impl_->num_unfinished.load() > 0; }
+
+void Engine::start() {
+  HAYATE_CHECK(!impl_->loop.joinable(), "engine: the loop is already running");
+  impl_->loop = std::thread([this] { impl_->run_loop(); });
+}
+
+void Engine::stop() { impl_->stop_thread(); }
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> g(impl_->stats_mu);
+    s = impl_->stats;
+  }
+  // Requests still in the inbox count as waiting.
+  std::lock_guard<std::mutex> g(impl_->inbox_mu);
+  s.num_waiting += int(impl_->inbox.size());
+  return s;
+}
+
+const EngineOptions& Engine::options() const { return impl_->options; }
+
+BatchBackend& Engine::backend() { return impl_->backend; }
+
+}  // namespace hayate

@@ -1,0 +1,145 @@
+// Shared fixture of the engine tests: a small dummy model (dummy:tiny with the
+// vocabulary cut to 512 ids, so the LM head is cheap), the CPU paged backend
+// for the engine, and the single-sequence CPU backend as the oracle.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_paged_backend.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+namespace hayate::testing_engine {
+
+// Everything one request received through its callback.
+struct Collected {
+  std::vector<int32_t> ids;
+  std::string text;
+  int events = 0;
+  int finals = 0;
+  bool event_after_final = false;
+  FinishReason finish = FinishReason::kLength;
+  std::string error;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+};
+
+// Thread-safe sink for the events of many requests.
+class Sink {
+ public:
+  EventCallback callback() {
+    return [this](const EngineEvent& e) {
+      std::lock_guard<std::mutex> g(mu_);
+      Collected& c = by_id_[e.id];
+      if (c.finals > 0) c.event_after_final = true;
+      ++c.events;
+      c.ids.insert(c.ids.end(), e.token_ids.begin(), e.token_ids.end());
+      c.text += e.text;
+      c.prompt_tokens = e.prompt_tokens;
+      c.completion_tokens = e.completion_tokens;
+      if (e.finished) {
+        ++c.finals;
+        c.finish = e.finish;
+        c.error = e.error;
+        finish_order_.push_back(e.id);
+        cv_.notify_all();
+      }
+    };
+  }
+  Collected get(RequestId id) {
+    std::lock_guard<std::mutex> g(mu_);
+    return by_id_[id];
+  }
+  std::vector<RequestId> finish_order() {
+    std::lock_guard<std::mutex> g(mu_);
+    return finish_order_;
+  }
+  // Waits until `n` requests have finished (background-loop tests).
+  bool wait_finished(size_t n, std::chrono::seconds timeout) {
+    std::unique_lock<std::mutex> g(mu_);
+    return cv_.wait_for(g, timeout, [&] { return finish_order_.size() >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<RequestId, Collected> by_id_;
+  std::vector<RequestId> finish_order_;
+};
+
+class EngineTest : public ::testing::Test {
+ public:
+  static constexpr int kVocab = 512;
+
+  static void SetUpTestSuite() {
+    model_ = new Model(load_model("dummy:tiny", 7, HAYATE_ASSETS_DIR));
+    // Same weights, fewer vocabulary rows: dummy values depend only on the
+    // element index, so embed/lm_head keep their first 512 rows.
+    model_->config.vocab_size = kVocab;
+    model_->config.eos_ids = {};
+    for (WeightSource& w : model_->weights)
+      if (w.name == "embed" || w.name == "lm_head") w.shape[0] = kVocab;
+    BackendOptions o;
+    o.max_context = 256;
+    oracle_ = make_cpu_backend(*model_, o).release();
+  }
+  static void TearDownTestSuite() {
+    delete oracle_;
+    delete model_;
+  }
+
+  static std::unique_ptr<BatchBackend> paged(int num_blocks, int block_size = 4,
+                                             int max_model_len = 256) {
+    BatchBackendOptions o;
+    o.num_blocks = num_blocks;
+    o.block_size = block_size;
+    o.max_model_len = max_model_len;
+    return make_cpu_paged_backend(*model_, o);
+  }
+
+  // Single-sequence oracle: prefill, then one token at a time, no stops.
+  static std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int n,
+                                        const SamplingParams& p = {}) {
+    std::vector<int32_t> out;
+    int32_t id = oracle_->forward_sample(prompt, 0, p, 0);
+    int pos = int(prompt.size());
+    for (int i = 0; i < n; ++i) {
+      out.push_back(id);
+      if (i + 1 == n) break;
+      const int32_t one[1] = {id};
+      id = oracle_->forward_sample(one, pos++, p, uint64_t(i + 1));
+    }
+    return out;
+  }
+
+  static std::vector<int32_t> random_prompt(std::mt19937& rng, int len) {
+    std::vector<int32_t> p(static_cast<size_t>(len));
+    for (int32_t& id : p) id = int32_t(rng() % kVocab);
+    return p;
+  }
+
+  static EngineRequest request(const std::vector<int32_t>& prompt, int max_tokens, Sink& sink) {
+    EngineRequest r;
+    r.prompt = prompt;
+    r.max_tokens = max_tokens;
+    r.on_event = sink.callback();
+    return r;
+  }
+
+  static Model* model_;
+  static Backend* oracle_;
+};
+
+inline Model* EngineTest::model_ = nullptr;
+inline Backend* EngineTest::oracle_ = nullptr;
+
+}  // namespace hayate::testing_engine
