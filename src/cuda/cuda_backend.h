@@ -13,4 +13,12 @@ std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOpti
 // Number of visible CUDA devices (0 when there is no driver or no GPU).
 int cuda_device_count();
 
+// Knobs for the kernel lab and the gpu tests, not for users: the decode graph
+// with or without programmatic dependent launch (to measure what it buys).
+struct CudaTuning {
+  bool pdl = true;
+};
+std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options,
+                                           const CudaTuning& tuning);
+
 }  // namespace hayate

@@ -1,0 +1,240 @@
+// Causal attention over the KV cache, flash-decoding style: a block takes one
+// kv head (and the G = n_heads / n_kv_heads query heads that share it), one
+// split of the key range and one query, and walks its keys in tiles of 64 with
+// an online softmax. Decode splits the keys over up to kMaxSplits blocks so a
+// long context is read by many SMs, then a small kernel combines the partials;
+// prefill uses one split per query and writes the normalised output. Memory is
+// O(keys per tile), never O(n^2). The cache is addressed as rows of kv_dim, so
+// a paged pool later only changes the row lookup (row_of below).
+#include <cfloat>
+
+#include "core/check.h"
+#include "cuda/common.cuh"
+#include "cuda/launch.h"
+#include "cuda/ops.h"
+
+namespace hayate::cuda {
+
+namespace {
+
+constexpr int kAttnThreads = 128;
+constexpr int kTile = 64;         // keys per tile (2 per lane in the softmax step)
+constexpr int kMaxGroup = 8;      // query heads per kv head
+constexpr int kMaxSplits = 32;
+constexpr int kMinKeysPerSplit = 32;
+
+__device__ __forceinline__ int decode_splits(int keys) {
+  return min(kMaxSplits, (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
+}
+
+__device__ __forceinline__ size_t row_of(int token, int kv_dim) { return size_t(token) * kv_dim; }
+
+// ---- kernels -------------------------------------------------------------------
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(kAttnThreads)
+attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
+                 const T* __restrict__ kc,      // [max_ctx, n_kv_heads * HD]
+                 const T* __restrict__ vc,
+                 AttnShape sh, const int32_t* __restrict__ pos0,
+                 float* __restrict__ part_o,    // decode: [kMaxSplits, n_heads, HD], else null
+                 float* __restrict__ part_ml,   // decode: [kMaxSplits, n_heads, 2]
+                 T* __restrict__ out) {         // prefill: [n, n_heads * HD]
+  constexpr int TPK = HD / 8;                   // threads per key row, 16 bytes each
+  constexpr int KP = kAttnThreads / TPK;        // keys handled in parallel
+  static_assert(TPK <= 32 && 32 % TPK == 0);
+  __shared__ float qs[kMaxGroup][HD];           // q * 1/sqrt(HD)
+  __shared__ float sc[kMaxGroup][kTile];        // scores, then probabilities
+  __shared__ float alpha_s[kMaxGroup], m_s[kMaxGroup], l_s[kMaxGroup];
+  __shared__ float red[KP][kMaxGroup][HD];      // per-key-lane partial outputs
+
+  const bool decode = part_o != nullptr;
+  const int kvh = blockIdx.x, split = blockIdx.y, qi = blockIdx.z;
+  const int G = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * HD;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  griddep_wait();  // q and the new cache row come from the previous kernel
+  griddep_launch();
+
+  const int keys = *pos0 + qi + 1;  // causal: positions [0, pos]
+  const int nsplit = decode ? decode_splits(keys) : 1;
+  if (split >= nsplit) return;
+  const int per = (keys + nsplit - 1) / nsplit;
+  const int start = split * per, end = min(keys, start + per);
+
+  const float scale = rsqrtf(float(HD));
+  for (int i = tid; i < G * HD; i += kAttnThreads)
+    qs[i / HD][i % HD] = q[size_t(qi) * sh.n_heads * HD + (kvh * G) * HD + i] * scale;
+  if (tid < kMaxGroup) {
+    m_s[tid] = -FLT_MAX;
+    l_s[tid] = 0.0f;
+  }
+  __syncthreads();  // qs, m_s, l_s ready
+
+  const int c = tid % TPK, kj = tid / TPK;  // 8-element chunk of the row, key lane
+  float acc[kMaxGroup][8] = {};
+  for (int t0 = start; t0 < end; t0 += kTile) {
+    const int nt = min(kTile, end - t0);
+    // Scores: TPK threads share one key row; all threads take part in the
+    // shuffles, so invalid keys load zeros instead of leaving the loop.
+    for (int j0 = 0; j0 < kTile; j0 += KP) {
+      const int j = j0 + kj;
+      const bool valid = j < nt;
+      float f[8];
+      unpack8<T>(valid ? *reinterpret_cast<const uint4*>(kc + row_of(t0 + j, kv_dim) + kvh * HD + c * 8)
+                       : make_uint4(0, 0, 0, 0), f);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= G) break;
+        float s = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s += f[e] * qs[g][c * 8 + e];
+#pragma unroll
+        for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (c == 0 && valid) sc[g][j] = s;
+      }
+    }
+    __syncthreads();  // scores of the tile complete
+    // Online softmax, one warp per head: new max, probabilities, rescale factor.
+    for (int g = warp; g < G; g += kAttnThreads / 32) {
+      const float v0 = lane < nt ? sc[g][lane] : -FLT_MAX;
+      const float v1 = lane + 32 < nt ? sc[g][lane + 32] : -FLT_MAX;
+      const float m_old = m_s[g];
+      const float m_new = fmaxf(m_old, warp_max(fmaxf(v0, v1)));
+      const float p0 = lane < nt ? __expf(v0 - m_new) : 0.0f;
+      const float p1 = lane + 32 < nt ? __expf(v1 - m_new) : 0.0f;
+      sc[g][lane] = p0;
+      sc[g][lane + 32] = p1;
+      const float sum = warp_sum(p0 + p1);
+      if (lane == 0) {
+        const float alpha = __expf(m_old - m_new);
+        alpha_s[g] = alpha;
+        l_s[g] = l_s[g] * alpha + sum;
+        m_s[g] = m_new;
+      }
+    }
+    __syncthreads();  // probabilities and alpha ready
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= G) break;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] *= alpha_s[g];
+    }
+    for (int j = kj; j < nt; j += KP) {
+      float f[8];
+      unpack8<T>(*reinterpret_cast<const uint4*>(vc + row_of(t0 + j, kv_dim) + kvh * HD + c * 8), f);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= G) break;
+        const float p = sc[g][j];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] += p * f[e];
+      }
+    }
+    __syncthreads();  // sc and alpha_s are rewritten by the next tile
+  }
+
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= G) break;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) red[kj][g][c * 8 + e] = acc[g][e];
+  }
+  __syncthreads();  // all key lanes' partial outputs
+  for (int i = tid; i < G * HD; i += kAttnThreads) {
+    const int g = i / HD, d = i % HD, head = kvh * G + g;
+    float o = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KP; ++k) o += red[k][g][d];
+    if (decode) {
+      part_o[(size_t(split) * sh.n_heads + head) * HD + d] = o;
+      if (d == 0) {
+        part_ml[(size_t(split) * sh.n_heads + head) * 2] = m_s[g];
+        part_ml[(size_t(split) * sh.n_heads + head) * 2 + 1] = l_s[g];
+      }
+    } else {
+      out[size_t(qi) * sh.n_heads * HD + head * HD + d] = from_f32<T>(o / l_s[g]);
+    }
+  }
+}
+
+// out[h, d] = sum_s e^(m_s - M) o_s[h, d] / sum_s e^(m_s - M) l_s; one block per head.
+__global__ void attention_combine_kernel(const float* __restrict__ part_o,
+                                         const float* __restrict__ part_ml, int n_heads,
+                                         int head_dim, const int32_t* __restrict__ pos,
+                                         float* __restrict__ out) {  // [n_heads * head_dim]
+  griddep_wait();
+  griddep_launch();
+  const int h = blockIdx.x;
+  const int nsplit = decode_splits(*pos + 1);
+  float m = -FLT_MAX;
+  for (int s = 0; s < nsplit; ++s) m = fmaxf(m, part_ml[(s * n_heads + h) * 2]);
+  float den = 0.0f;
+  for (int s = 0; s < nsplit; ++s)
+    den += __expf(part_ml[(s * n_heads + h) * 2] - m) * part_ml[(s * n_heads + h) * 2 + 1];
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < nsplit; ++s)
+      o += __expf(part_ml[(s * n_heads + h) * 2] - m) * part_o[(size_t(s) * n_heads + h) * head_dim + d];
+    out[h * head_dim + d] = o / den;
+  }
+}
+
+// The one place where head_dim becomes a template argument.
+template <typename T, typename F>
+void with_head_dim(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 32: f(attention_kernel<T, 32>); break;
+    case 64: f(attention_kernel<T, 64>); break;
+    case 128: f(attention_kernel<T, 128>); break;
+    case 256: f(attention_kernel<T, 256>); break;
+    default: fail(cat("attention: head_dim ", head_dim, " is not supported (32, 64, 128, 256)"));
+  }
+}
+
+void check_shape(const AttnShape& sh) {
+  HAYATE_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "attention: ", sh.n_heads,
+               " heads are not a multiple of ", sh.n_kv_heads, " kv heads");
+  HAYATE_CHECK(sh.n_heads / sh.n_kv_heads <= kMaxGroup, "attention: more than ", kMaxGroup,
+               " query heads per kv head");
+}
+
+}  // namespace
+
+// ---- launchers -------------------------------------------------------------------
+
+int attention_max_splits() { return kMaxSplits; }
+
+template <typename T>
+void attention_decode(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
+                      const int32_t* pos, float* part_o, float* part_ml, float* out,
+                      cudaStream_t s, bool pdl) {
+  check_shape(shape);
+  with_head_dim<T>(shape.head_dim, [&](auto kernel) {
+    launch({dim3(shape.n_kv_heads, kMaxSplits, 1), kAttnThreads, 0, s, pdl}, kernel, q, k_cache,
+           v_cache, shape, pos, part_o, part_ml, static_cast<T*>(nullptr));
+  });
+  launch({unsigned(shape.n_heads), unsigned(std::min(shape.head_dim, 128)), 0, s, pdl},
+         attention_combine_kernel, part_o, part_ml, shape.n_heads, shape.head_dim, pos, out);
+}
+
+template <typename T>
+void attention_prefill(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
+                       const int32_t* pos0, int n, T* out, cudaStream_t s) {
+  check_shape(shape);
+  HAYATE_CHECK(n <= 65535, "attention: ", n, " queries in one call (at most 65535)");
+  with_head_dim<T>(shape.head_dim, [&](auto kernel) {
+    launch({dim3(shape.n_kv_heads, 1, n), kAttnThreads, 0, s}, kernel, q, k_cache, v_cache, shape,
+           pos0, static_cast<float*>(nullptr), static_cast<float*>(nullptr), out);
+  });
+}
+
+#define HAYATE_INSTANTIATE(T)                                                                  \
+  template void attention_decode<T>(const float*, const T*, const T*, AttnShape, const int32_t*, \
+                                    float*, float*, float*, cudaStream_t, bool);               \
+  template void attention_prefill<T>(const float*, const T*, const T*, AttnShape,              \
+                                     const int32_t*, int, T*, cudaStream_t);
+HAYATE_INSTANTIATE(half)
+HAYATE_INSTANTIATE(__nv_bfloat16)
+#undef HAYATE_INSTANTIATE
+
+}  // namespace hayate::cuda

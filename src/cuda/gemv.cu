@@ -1,0 +1,106 @@
+// Decode GEMV launchers: which variant (rows per group R, loads in flight U,
+// K split) runs for each use. The choices come from bench/kernels (NOTES.md).
+#include "core/check.h"
+#include "cuda/gemv.cuh"
+#include "cuda/launch.h"
+#include "cuda/ops.h"
+#include "cuda/rope.cuh"
+
+namespace hayate::cuda {
+
+// ---- the QKV epilogue: RoPE and the KV-cache append ----------------------------
+// Row group g holds rows i and i + d/2 of one head (the pair RoPE rotates
+// together): heads [0, n_heads) are q, then n_kv_heads of k, then of v.
+template <typename T>
+struct QkvRopeEpi {
+  float* q;                // [n_heads * d]
+  T* k_cache;              // [max_ctx, kv_dim], this layer
+  T* v_cache;
+  const int32_t* pos;      // device: the step's position
+  const float* inv_freq;   // [d / 2]
+  int half_dim, n_heads, n_kv_heads;
+  __device__ int row(int g, int r) const {
+    const int head = g / half_dim, i = g % half_dim;
+    return head * 2 * half_dim + i + r * half_dim;
+  }
+  __device__ void store(int g, const float (&acc)[2]) const {
+    const int head = g / half_dim, i = g % half_dim, d = 2 * half_dim;
+    const int p = *pos;
+    float a = acc[0], b = acc[1];
+    if (head < n_heads + n_kv_heads) rope_rotate(a, b, p, inv_freq[i]);
+    if (head < n_heads) {
+      q[head * d + i] = a;
+      q[head * d + i + half_dim] = b;
+      return;
+    }
+    const int kv_dim = n_kv_heads * d;
+    const bool is_k = head < n_heads + n_kv_heads;
+    T* dst = (is_k ? k_cache : v_cache) + size_t(p) * kv_dim +
+             (head - n_heads - (is_k ? 0 : n_kv_heads)) * d;
+    dst[i] = from_f32<T>(a);
+    dst[i + half_dim] = from_f32<T>(b);
+  }
+};
+
+namespace {
+
+template <typename T, int R, int U, int KSPLIT, bool kNorm, typename Epi>
+void run_gemv(const T* W, int groups, int K, GemvInput<T> in, Epi epi, cudaStream_t s, bool pdl) {
+  HAYATE_CHECK(K % 8 == 0, "gemv: K = ", K, " is not a multiple of 8");
+  constexpr int kGroupsPerBlock = kGemvThreads / (32 * KSPLIT);
+  const size_t smem = kNorm ? size_t(K) * sizeof(float) : 0;
+  auto kernel = gemv_kernel<T, R, U, KSPLIT, kNorm, Epi>;
+  if (smem > 48 * 1024)
+    HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  launch({ceil_div(groups, kGroupsPerBlock), kGemvThreads, smem, s, pdl}, kernel, W, K, groups, in, epi);
+}
+
+}  // namespace
+
+// ---- launchers ------------------------------------------------------------------
+
+template <typename T>
+void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float eps, float* y,
+          cudaStream_t s, bool pdl) {
+  GemvInput<T> in{x, norm_w, eps};
+  if (norm_w)
+    run_gemv<T, 1, 8, 1, true>(W, rows, K, in, StoreEpi<1>{y}, s, pdl);
+  else
+    run_gemv<T, 1, 8, 1, false>(W, rows, K, in, StoreEpi<1>{y}, s, pdl);
+}
+
+template <typename T>
+void gemv_residual(const T* W, int rows, int K, const float* x, float* h, cudaStream_t s, bool pdl) {
+  run_gemv<T, 1, 8, 1, false>(W, rows, K, GemvInput<T>{x, nullptr, 0.0f}, ResidualEpi<1>{h}, s, pdl);
+}
+
+template <typename T>
+void gemv_gate_up(const T* W, int inter, int K, const float* h, const T* norm_w, float eps,
+                  float* act, cudaStream_t s, bool pdl) {
+  run_gemv<T, 2, 4, 1, true>(W, inter, K, GemvInput<T>{h, norm_w, eps}, SiluMulEpi{act, inter}, s, pdl);
+}
+
+template <typename T>
+void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* norm_w, float eps,
+                   const float* inv_freq, const int32_t* pos, float* q, T* k_cache, T* v_cache,
+                   cudaStream_t s, bool pdl) {
+  HAYATE_CHECK(shape.head_dim % 2 == 0, "head_dim must be even for RoPE");
+  const int half = shape.head_dim / 2;
+  const int groups = (shape.n_heads + 2 * shape.n_kv_heads) * half;
+  QkvRopeEpi<T> epi{q, k_cache, v_cache, pos, inv_freq, half, shape.n_heads, shape.n_kv_heads};
+  run_gemv<T, 2, 4, 1, true>(W, groups, K, GemvInput<T>{h, norm_w, eps}, epi, s, pdl);
+}
+
+#define HAYATE_INSTANTIATE(T)                                                                   \
+  template void gemv<T>(const T*, int, int, const float*, const T*, float, float*, cudaStream_t, \
+                        bool);                                                                  \
+  template void gemv_residual<T>(const T*, int, int, const float*, float*, cudaStream_t, bool);  \
+  template void gemv_gate_up<T>(const T*, int, int, const float*, const T*, float, float*,       \
+                                cudaStream_t, bool);                                            \
+  template void gemv_qkv_rope<T>(const T*, QkvShape, int, const float*, const T*, float,         \
+                                 const float*, const int32_t*, float*, T*, T*, cudaStream_t, bool);
+HAYATE_INSTANTIATE(half)
+HAYATE_INSTANTIATE(__nv_bfloat16)
+#undef HAYATE_INSTANTIATE
+
+}  // namespace hayate::cuda

@@ -1,0 +1,158 @@
+// Decode GEMV: y = W x for one token, W [rows, K] row-major in T (half or
+// bf16), x fp32. The kernel streams W once with 16-byte loads; everything else
+// (the RMSNorm of x, RoPE, SiLU*mul, residual add, KV append) is fused into a
+// prologue or an epilogue so a decode step is a handful of weight streams.
+//
+// Work split: the block's threads form groups of 32*KSPLIT threads; each group
+// computes R rows ("a row group", e.g. the gate row and the up row of one
+// output) over the whole K, with U 16-byte loads per row in flight per thread.
+// KSPLIT > 1 splits K over warps, for shapes with few rows (more blocks).
+// Kept in a header so the kernel lab (bench/kernels) instantiates variants.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/common.cuh"
+
+namespace hayate::cuda {
+
+constexpr int kGemvThreads = 256;
+
+// The input vector: x (fp32, K), optionally RMS-normalised with weight norm_w
+// (the norm is fused: each block computes rsqrt(mean(x^2) + eps) itself).
+template <typename T>
+struct GemvInput {
+  const float* x = nullptr;
+  const T* norm_w = nullptr;  // nullptr: use x as is
+  float eps = 0.0f;
+};
+
+template <typename T, int R, int U, int KSPLIT, bool kNorm, typename Epi>
+__global__ void __launch_bounds__(kGemvThreads)
+gemv_kernel(const T* __restrict__ W,  // [rows, K]
+            int K, int groups, GemvInput<T> in, Epi epi) {
+  static_assert(kGemvThreads % (32 * KSPLIT) == 0);
+  constexpr int kGroupThreads = 32 * KSPLIT;
+  constexpr int kGroupsPerBlock = kGemvThreads / kGroupThreads;
+  extern __shared__ float xs[];  // [K] normalised x, when kNorm
+
+  const int t = threadIdx.x % kGroupThreads;
+  const int g = blockIdx.x * kGroupsPerBlock + threadIdx.x / kGroupThreads;
+  const bool active = g < groups;
+  const int nchunks = K / 8;  // 8 elements per 16-byte chunk
+
+  const T* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = W + size_t(active ? epi.row(g, r) : 0) * K;
+
+  // The first loads need nothing from the previous kernel: issue them before
+  // waiting on it, so the weight stream starts while that kernel drains.
+  uint4 w[R][U];
+  auto load = [&](int c0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      int c = c0 + u * kGroupThreads;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        w[r][u] = (active && c < nchunks) ? load_stream(rows[r] + size_t(c) * 8) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load(t);
+  griddep_wait();
+  griddep_launch();
+
+  const float* x = in.x;
+  if constexpr (kNorm) {
+    // rstd over the whole vector; every block recomputes it (K floats from L2).
+    __shared__ float red[kGemvThreads / 32];
+    float ss = 0.0f;
+    for (int k = threadIdx.x; k < K; k += kGemvThreads) ss += in.x[k] * in.x[k];
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
+    __syncthreads();  // red complete
+    ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kGemvThreads / 32; ++i) ss += red[i];
+    const float rstd = rsqrtf(ss / float(K) + in.eps);
+    for (int k = threadIdx.x; k < K; k += kGemvThreads) xs[k] = in.x[k] * rstd * to_f32(in.norm_w[k]);
+    __syncthreads();  // xs complete
+    x = xs;
+  }
+
+  float acc[R] = {};
+  for (int c0 = t; c0 < nchunks; c0 += U * kGroupThreads) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + u * kGroupThreads;
+      if (c < nchunks) {
+        const float4 xa = *reinterpret_cast<const float4*>(x + size_t(c) * 8);
+        const float4 xb = *reinterpret_cast<const float4*>(x + size_t(c) * 8 + 4);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float f[8];
+          unpack8<T>(w[r][u], f);
+          acc[r] += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x +
+                    f[5] * xb.y + f[6] * xb.z + f[7] * xb.w;
+        }
+      }
+    }
+    if (c0 + U * kGroupThreads < nchunks) load(c0 + U * kGroupThreads);
+  }
+
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+  if constexpr (KSPLIT > 1) {
+    __shared__ float part[kGemvThreads / 32][R];
+    const int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
+    __syncthreads();  // partial sums of all warps of the group
+    if (t != 0) return;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      acc[r] = 0.0f;
+      for (int i = 0; i < KSPLIT; ++i) acc[r] += part[warp + i][r];
+    }
+  } else if (t != 0) {
+    return;
+  }
+  if (active) epi.store(g, acc);
+}
+
+// ---- epilogues: row mapping of a row group, and where its sums go ----------
+
+// y[row] = sum (R consecutive rows per group).
+template <int R>
+struct StoreEpi {
+  float* y;
+  __device__ int row(int g, int r) const { return g * R + r; }
+  __device__ void store(int g, const float (&acc)[R]) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) y[g * R + r] = acc[r];
+  }
+};
+
+// h[row] += sum: the residual add after o_proj and down_proj.
+template <int R>
+struct ResidualEpi {
+  float* h;
+  __device__ int row(int g, int r) const { return g * R + r; }
+  __device__ void store(int g, const float (&acc)[R]) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) h[g * R + r] += acc[r];
+  }
+};
+
+// Fused gate/up: rows g (gate) and inter + g (up); act[g] = silu(gate) * up.
+struct SiluMulEpi {
+  float* act;
+  int inter;
+  __device__ int row(int g, int r) const { return g + r * inter; }
+  __device__ void store(int g, const float (&acc)[2]) const {
+    const float gate = acc[0];
+    act[g] = gate / (1.0f + __expf(-gate)) * acc[1];
+  }
+};
+
+}  // namespace hayate::cuda

@@ -1,0 +1,74 @@
+// The one way hayate launches a kernel, and the check for device faults.
+//
+// HAYATE_CUDA_CHECK(expr) aborts with file:line when a CUDA call fails: a
+// device fault leaves the context unusable, so there is nothing to recover
+// (bad input and config are hayate::Error, thrown before we reach the GPU).
+// launch() checks the launch itself; in debug builds it also synchronises
+// (outside graph capture) so a fault is reported at the kernel that caused it;
+// release builds see faults at the next synchronisation, which is checked.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+namespace hayate::cuda {
+
+[[noreturn]] inline void cuda_abort(cudaError_t e, const char* what, const char* file, int line) {
+  std::fprintf(stderr, "hayate: CUDA error %s (%s) at %s:%d in %s\n", cudaGetErrorName(e),
+               cudaGetErrorString(e), file, line, what);
+  std::abort();
+}
+
+}  // namespace hayate::cuda
+
+#define HAYATE_CUDA_CHECK(expr)                                                    \
+  do {                                                                             \
+    cudaError_t hayate_err_ = (expr);                                              \
+    if (hayate_err_ != cudaSuccess) [[unlikely]]                                   \
+      ::hayate::cuda::cuda_abort(hayate_err_, #expr, __FILE__, __LINE__);          \
+  } while (0)
+
+namespace hayate::cuda {
+
+struct LaunchConfig {
+  dim3 grid;
+  dim3 block;
+  size_t smem = 0;
+  cudaStream_t stream = nullptr;
+  // Programmatic dependent launch: the kernel may start while the previous
+  // kernel on the stream is finishing; it must call griddep_wait() before
+  // reading that kernel's outputs (see pdl.cuh).
+  bool pdl = false;
+};
+
+// launch(cfg, kernel, args...): the only place with a kernel launch.
+template <typename... Params, typename... Args>
+void launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&&... args) {
+  if (cfg.grid.x == 0 || cfg.grid.y == 0 || cfg.grid.z == 0) return;  // nothing to do
+  cudaLaunchConfig_t c{};
+  c.gridDim = cfg.grid;
+  c.blockDim = cfg.block;
+  c.dynamicSmemBytes = cfg.smem;
+  c.stream = cfg.stream;
+  cudaLaunchAttribute attr[1];
+  if (cfg.pdl) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = attr;
+    c.numAttrs = 1;
+  }
+  HAYATE_CUDA_CHECK(cudaLaunchKernelEx(&c, kernel, std::forward<Args>(args)...));
+#ifndef NDEBUG
+  HAYATE_CUDA_CHECK(cudaGetLastError());
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  HAYATE_CUDA_CHECK(cudaStreamIsCapturing(cfg.stream, &capturing));
+  if (capturing == cudaStreamCaptureStatusNone) HAYATE_CUDA_CHECK(cudaStreamSynchronize(cfg.stream));
+#endif
+}
+
+inline unsigned ceil_div(size_t a, size_t b) { return unsigned((a + b - 1) / b); }
+
+}  // namespace hayate::cuda

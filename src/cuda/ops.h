@@ -1,0 +1,117 @@
+// Launchers of the CUDA kernels, one group per kernel file. Host code (the
+// backend, the gpu tests, the kernel lab) calls these; each .cu file
+// instantiates them for T = half and __nv_bfloat16. Shapes are given in the
+// comments as [rows, cols]; every pointer is device memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hayate::cuda {
+
+// The decode step's inputs and outputs, in device memory. The host writes
+// the step's token, position and sampling parameters before replaying the
+// graph; kernels read them from here, so one captured graph serves every step.
+struct StepState {
+  int32_t token = 0;   // input token of this step
+  int32_t pos = 0;     // its position
+  uint64_t seed = 0;   // sampling: uniform01(seed, step, 0)
+  uint64_t step = 0;
+  float temperature = 0.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  int32_t top_k = 0;
+};
+
+// ---- gemv.cu: decode GEMVs (one token) --------------------------------------
+// y [rows] = W [rows, K] . norm?(x) ; norm_w == nullptr: x used as is.
+template <typename T>
+void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float eps, float* y,
+          cudaStream_t s, bool pdl);
+// h [rows] += W [rows, K] . x  (o_proj and down_proj with the residual add)
+template <typename T>
+void gemv_residual(const T* W, int rows, int K, const float* x, float* h, cudaStream_t s, bool pdl);
+// act [inter] = silu(Wg . n) * (Wu . n), n = rmsnorm(h) * norm_w; W = [gate; up] [2 inter, K]
+template <typename T>
+void gemv_gate_up(const T* W, int inter, int K, const float* h, const T* norm_w, float eps,
+                  float* act, cudaStream_t s, bool pdl);
+// qkv = Wqkv [q_dim + 2 kv_dim, K] . rmsnorm(h) * norm_w; q (roped) -> q [q_dim];
+// k (roped), v -> k_cache / v_cache [max_ctx, kv_dim] at row *pos.
+struct QkvShape {
+  int n_heads, n_kv_heads, head_dim;
+};
+template <typename T>
+void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* norm_w, float eps,
+                   const float* inv_freq, const int32_t* pos, float* q, T* k_cache, T* v_cache,
+                   cudaStream_t s, bool pdl);
+
+// ---- norm.cu -----------------------------------------------------------------
+// out [n, dim] = rmsnorm(x [n, dim]) * w, fp32 math, rounded to T (GEMM input).
+template <typename T>
+void rmsnorm(const float* x, const T* w, int n, int dim, float eps, T* out, cudaStream_t s);
+
+// ---- embed.cu ----------------------------------------------------------------
+// h [n, dim] = table [vocab, dim] rows tokens[0..n) (fp32).
+template <typename T>
+void embed(const T* table, const int32_t* tokens, int n, int dim, float* h, cudaStream_t s,
+           bool pdl);
+
+// ---- rope.cu -----------------------------------------------------------------
+// Prefill: qkv [n, q_dim + 2 kv_dim] (fp32, GEMM output) -> q [n, q_dim] roped,
+// k roped and v into the caches at rows *pos0 + i.
+template <typename T>
+void rope_kv(const float* qkv, QkvShape shape, int n, const float* inv_freq, const int32_t* pos0,
+             float* q, T* k_cache, T* v_cache, cudaStream_t s);
+
+// ---- activation.cu -----------------------------------------------------------
+// Prefill: gu [n, 2 inter] (fp32) -> out [n, inter] = silu(gate) * up in T.
+template <typename T>
+void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s);
+
+// ---- attention.cu ------------------------------------------------------------
+// Causal attention of n queries at positions *pos0 + i against the cache rows
+// [0, *pos0 + i]. Flash-decoding: each (kv head, split, query) block walks its
+// share of the keys in tiles with an online softmax, so memory is O(n).
+struct AttnShape {
+  int n_heads, n_kv_heads, head_dim;
+};
+// Decode (n = 1): partials of up to max_splits splits, then a combine.
+// part_o [max_splits, n_heads, head_dim], part_ml [max_splits, n_heads, 2].
+int attention_max_splits();
+template <typename T>
+void attention_decode(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
+                      const int32_t* pos, float* part_o, float* part_ml, float* out,
+                      cudaStream_t s, bool pdl);
+// Prefill: out [n, n_heads * head_dim] in T (the o_proj GEMM input).
+template <typename T>
+void attention_prefill(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
+                       const int32_t* pos0, int n, T* out, cudaStream_t s);
+
+// ---- sampling.cu -------------------------------------------------------------
+// Picks the next token from logits [vocab] and writes it to *token_out:
+// greedy = argmax (lowest id on ties); else temperature / top-k / top-p /
+// min-p from *state with u = uniform01(seed, step, 0), as engine/sampling.h.
+// The choice is made on the host because the decode step is captured once per
+// mode (greedy must not pay for a sort). workspace: sampling_workspace_bytes().
+size_t sampling_workspace_bytes(int vocab);
+void sample(const float* logits, int vocab, const StepState* state, bool greedy, void* workspace,
+            int32_t* token_out, cudaStream_t s, bool pdl);
+
+// ---- dummy.cu: weight generation and conversion ---------------------------------
+// dst[i] = T(offset + scale * uniform_pm1(seed, stream, first + i)), i < n.
+template <typename T>
+void fill_dummy(T* dst, size_t n, uint64_t seed, uint64_t stream, float scale, float offset,
+                uint64_t first, cudaStream_t s);
+// dst[i] = T(src[i]); src_dtype: 0 = f32, 1 = f16, 2 = bf16 (core/dtype.h order).
+template <typename T>
+void convert(const void* src, int src_dtype, size_t n, T* dst, cudaStream_t s);
+// Reads `bytes` of `buf` with 16-byte loads (the read-bandwidth probe); the sum
+// goes to *sink so the reads are not elided.
+void read_probe(const void* buf, size_t bytes, float* sink, cudaStream_t s);
+// False when this binary holds no kernel image for the device (wrong arch).
+bool kernels_supported(int device);
+
+}  // namespace hayate::cuda

@@ -1,0 +1,20 @@
+// RoPE as transformers' Llama applies it (rotate_half): within a head of
+// dimension d, element i pairs with i + d/2 and both turn by pos * inv_freq[i].
+// inv_freq comes from rope_inv_freq() (llama3 scaling applied on the host).
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace hayate::cuda {
+
+__device__ __forceinline__ void rope_rotate(float& a, float& b, int pos, float inv_freq) {
+  // Precise sincosf: angles reach max_context radians, where the fast
+  // intrinsics lose all accuracy.
+  float s, c;
+  sincosf(float(pos) * inv_freq, &s, &c);
+  const float a2 = a * c - b * s;
+  b = b * c + a * s;
+  a = a2;
+}
+
+}  // namespace hayate::cuda
