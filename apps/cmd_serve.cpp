@@ -1,12 +1,156 @@
-// Placeholder until its issue lands: the command exists and says so.
+// hayate serve: the OpenAI-compatible server (src/server) over the batching
+// engine. The listener comes up first (/health says 503 while the model
+// loads), then the model, the engine loop, and readiness. SIGTERM or SIGINT
+// stop new requests, give in-flight ones --shutdown-grace seconds, abort the
+// rest, and exit 0.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <memory>
+
 #include "apps/common.h"
 #include "core/check.h"
+#include "cpu/cpu_paged_backend.h"
+#include "engine/engine.h"
+#include "server/server.h"
 
 namespace hayate {
 
+namespace {
+
+struct ServeArgs {
+  ModelArgs model;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;
+  std::vector<std::string> served_names;
+  int max_queued = 256;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+  int num_kv_blocks = 0;
+  int block_size = 16;
+  size_t max_body_bytes = 16u << 20;
+  size_t max_connections = 2048;
+  double shutdown_grace_s = 30.0;
+  int max_n = 16;
+};
+
+std::unique_ptr<BatchBackend> make_batch_backend(const std::string& backend, const Model& model,
+                                                 const BatchBackendOptions& options) {
+  if (backend == "cpu") return make_cpu_paged_backend(model, options);
+  fail(cat("serve: --backend ", backend,
+           " has no batched implementation in this build yet; use --backend cpu"));
+}
+
+int run_serve(const ServeArgs& a) {
+  // Signals go to sigwait below, not to whichever thread happens to run:
+  // block them before any thread (httplib's, OpenMP's, the engine's) starts.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A client that closes its socket must not kill the server on the next write.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  const std::string backend_name = resolve_backend(a.model);
+  const std::string spec = resolve_model(a.model, backend_name);
+
+  server::ServerOptions so;
+  so.host = a.host;
+  so.port = a.port;
+  so.api_key = a.api_key;
+  so.served_model_names = a.served_names;
+  if (so.served_model_names.empty()) so.served_model_names.push_back(spec);
+  so.max_queued = a.max_queued;
+  so.max_body_bytes = a.max_body_bytes;
+  so.max_connections = a.max_connections;
+  so.limits.max_n = a.max_n;
+  server::OpenAIServer srv(so);
+  const int port = srv.listen();
+  std::printf("hayate serve: listening on http://%s:%d (loading %s on %s)\n", a.host.c_str(), port,
+              spec.c_str(), backend_name.c_str());
+  std::fflush(stdout);
+
+  Model model = load_model(spec, a.model.seed, assets_dir());
+  Tokenizer tokenizer =
+      Tokenizer::load(a.model.tokenizer.empty() ? model.tokenizer_dir : a.model.tokenizer);
+  BatchBackendOptions bo;
+  bo.block_size = a.block_size;
+  bo.num_blocks = a.num_kv_blocks;
+  bo.max_model_len = a.model.max_context;
+  bo.max_num_seqs = a.max_num_seqs;
+  bo.max_num_batched_tokens = a.max_num_batched_tokens;
+  bo.dtype = parse_dtype(a.model.dtype);
+  std::unique_ptr<BatchBackend> backend = make_batch_backend(backend_name, model, bo);
+  EngineOptions eo;
+  eo.max_num_seqs = a.max_num_seqs;
+  eo.max_num_batched_tokens = a.max_num_batched_tokens;
+  Engine engine(*backend, &tokenizer, eo);
+  engine.start();
+
+  server::ServingModel sm;
+  sm.engine = &engine;
+  sm.tokenizer = &tokenizer;
+  sm.max_model_len = backend->max_model_len();
+  sm.vocab_size = model.config.vocab_size;
+  sm.max_num_seqs = a.max_num_seqs;
+  sm.root = spec;
+  if (!model.is_dummy()) sm.defaults = server::GenerationDefaults::load(spec);
+  srv.set_ready(sm);
+  std::printf("hayate serve: ready (max_model_len %d, %d KV blocks of %d tokens)\n",
+              sm.max_model_len, backend->num_blocks(), backend->block_size());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::printf("hayate serve: signal %d, draining (grace %.1f s)\n", sig, a.shutdown_grace_s);
+  std::fflush(stdout);
+  srv.shutdown(std::chrono::milliseconds(int64_t(a.shutdown_grace_s * 1000.0)));
+  engine.stop();
+  std::printf("hayate serve: stopped\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
 void add_serve_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "not built yet");
-  cmd->callback([] { fail("'serve' is not implemented yet"); });
+  auto args = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  add_model_options(cmd, args->model);
+  cmd->add_option("--host", args->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "port (0: any free port, printed at start)")
+      ->capture_default_str();
+  cmd->add_option("--api-key", args->api_key, "require Authorization: Bearer KEY on /v1/*");
+  cmd->add_option("--served-model-name", args->served_names,
+                  "model name(s) clients use (default: the --model value)");
+  cmd->add_option("--max-queued", args->max_queued,
+                  "requests beyond --max-num-seqs that may wait; more get 503")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "most sequences in one engine step")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                  "most tokens in one engine step")
+      ->capture_default_str();
+  cmd->add_option("--num-kv-blocks", args->num_kv_blocks,
+                  "CPU: KV blocks in the pool (0: enough for 4 sequences of max_model_len)")
+      ->capture_default_str();
+  cmd->add_option("--block-size", args->block_size, "tokens per KV block")->capture_default_str();
+  cmd->add_option("--max-body-bytes", args->max_body_bytes, "larger request bodies get 413")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", args->max_connections,
+                  "connection threads; more connections wait")
+      ->capture_default_str();
+  cmd->add_option("--max-n", args->max_n, "most choices (n) per request")->capture_default_str();
+  cmd->add_option("--shutdown-grace", args->shutdown_grace_s,
+                  "seconds in-flight requests get to finish after SIGTERM before they are aborted")
+      ->capture_default_str();
+  cmd->callback([args] {
+    int rc = run_serve(*args);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
 }
 
 }  // namespace hayate

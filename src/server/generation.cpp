@@ -1,0 +1,355 @@
+// Generation requests: admission, one engine request per choice, and the
+// answer as one JSON body or as server-sent events.
+#include <ctime>
+#include <random>
+
+#include "core/check.h"
+#include "server/server_impl.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hayate::server {
+
+using nlohmann::json;
+
+namespace {
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+size_t reason_index(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return 0;
+    case FinishReason::kLength: return 1;
+    default: return 2;
+  }
+}
+
+json usage_json(int prompt, int completion) {
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+}  // namespace
+
+std::shared_ptr<Call> OpenAIServer::Impl::start_call(GenRequest r) {
+  auto call = std::make_shared<Call>();
+  const int n = r.n;
+  call->req = std::move(r);
+  call->id = new_id(call->req.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
+  call->created = int64_t(std::time(nullptr));
+  call->arrival = Clock::now();
+  call->choices.resize(size_t(n));
+  call->unfinished = n;
+  {
+    std::lock_guard lock(admit_m);
+    if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down");
+    if (in_flight + n > model.max_num_seqs + opt.max_queued) {
+      metrics.rejected_queue_full++;
+      throw ApiError(503,
+                     cat("the server is at capacity (", in_flight, " sequences in flight, at most ",
+                         model.max_num_seqs, " running + ", opt.max_queued,
+                         " queued); retry later"),
+                     "", "queue_full");
+    }
+    in_flight += n;
+    calls.insert(call);
+  }
+
+  const GenRequest& g = call->req;
+  uint64_t seed = g.sampling.seed;
+  if (!g.seeded) seed = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+  for (int i = 0; i < n; ++i) {
+    EngineRequest er;
+    er.prompt = g.prompt_ids;
+    er.sampling = g.sampling;
+    er.sampling.seed = seed + uint64_t(i);  // choices differ when sampling
+    er.max_tokens = g.max_tokens;
+    er.ignore_eos = g.ignore_eos;
+    er.stop_token_ids = g.stop_token_ids;
+    er.stop = g.stop;
+    er.skip_special_tokens = g.skip_special_tokens;
+    er.on_event = [this, call, i](const EngineEvent& e) { on_event(call, i, e); };
+    RequestId id = 0;
+    try {
+      id = model.engine->submit(std::move(er));
+    } catch (const Error& e) {
+      // Choices [i, n) never reach the engine: release them here, and abort
+      // the ones already queued (their final events release those).
+      bool none_left;
+      {
+        std::lock_guard lock(call->m);
+        for (int j = i; j < n; ++j) call->choices[size_t(j)].finished = true;
+        call->unfinished -= n - i;
+        none_left = call->unfinished == 0;
+      }
+      {
+        std::lock_guard lock(admit_m);
+        in_flight -= n - i;
+        if (none_left) calls.erase(call);
+        drained_cv.notify_all();
+      }
+      abort_call(*call);
+      throw bad_request(e.what());
+    }
+    std::lock_guard lock(call->m);
+    call->choices[size_t(i)].id = id;
+    call->choices[size_t(i)].submitted = true;
+  }
+  return call;
+}
+
+// Runs on the engine's stepping thread: record, wake the connection thread,
+// return quickly.
+void OpenAIServer::Impl::on_event(const std::shared_ptr<Call>& call, int index,
+                                  const EngineEvent& e) {
+  const Clock::time_point now = Clock::now();
+  bool call_done = false;
+  {
+    std::lock_guard lock(call->m);
+    ChoiceState& c = call->choices[size_t(index)];
+    if (!e.token_ids.empty()) {
+      if (!c.got_token) {
+        metrics.ttft.observe(seconds(now - call->arrival));
+        for (size_t k = 1; k < e.token_ids.size(); ++k) metrics.itl.observe(0.0);
+      } else {
+        double each = seconds(now - c.last_token) / double(e.token_ids.size());
+        for (size_t k = 0; k < e.token_ids.size(); ++k) metrics.itl.observe(each);
+      }
+      c.got_token = true;
+      c.last_token = now;
+    }
+    c.completion_tokens = e.completion_tokens;
+    if (call->req.stream)
+      call->pending.emplace_back(index, e);
+    else
+      c.text += e.text;
+    if (e.finished) {
+      c.finished = true;
+      c.finish = e.finish;
+      c.error = e.error;
+      call_done = --call->unfinished == 0;
+      metrics.e2e.observe(seconds(now - call->arrival));
+      metrics.finished[reason_index(e.finish)]++;
+    }
+  }
+  call->cv.notify_all();
+  if (e.finished) {
+    std::lock_guard lock(admit_m);
+    in_flight -= 1;
+    if (call_done) calls.erase(call);
+    drained_cv.notify_all();
+  }
+}
+
+void OpenAIServer::Impl::abort_call(Call& call) {
+  std::vector<RequestId> ids;
+  {
+    std::lock_guard lock(call.m);
+    for (const ChoiceState& c : call.choices)
+      if (c.submitted && !c.finished) ids.push_back(c.id);
+  }
+  for (RequestId id : ids) model.engine->abort(id);
+}
+
+void OpenAIServer::Impl::abort_all() {
+  std::vector<std::shared_ptr<Call>> live;
+  {
+    std::lock_guard lock(admit_m);
+    live.assign(calls.begin(), calls.end());
+  }
+  for (const auto& c : live) abort_call(*c);
+}
+
+void OpenAIServer::Impl::handle_generate(const httplib::Request& req, httplib::Response& res,
+                                         Endpoint endpoint) {
+  if (!ready) throw ApiError(503, "the model is still loading", "", "loading");
+  if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down");
+  json body = parse_json_body(req.body);
+  GenRequest g = parse_request(body, endpoint, limits, model.defaults, *model.tokenizer,
+                               opt.served_model_names);
+  std::shared_ptr<Call> call = start_call(std::move(g));
+  if (call->req.stream)
+    respond_stream(call, res);
+  else
+    respond_once(*call, res);
+}
+
+void OpenAIServer::Impl::respond_once(Call& call, httplib::Response& res) {
+  std::unique_lock lock(call.m);
+  call.cv.wait(lock, [&] { return call.unfinished == 0; });
+  const GenRequest& g = call.req;
+  const bool chat = g.endpoint == Endpoint::kChat;
+  json choices = json::array();
+  int completion = 0;
+  for (size_t i = 0; i < call.choices.size(); ++i) {
+    const ChoiceState& c = call.choices[i];
+    if (!c.error.empty()) throw ApiError(500, cat("generation failed: ", c.error));
+    if (c.finish == FinishReason::kAbort)
+      throw ApiError(503, "the request was aborted: the server is shutting down", "", "aborted");
+    completion += c.completion_tokens;
+    json choice = {{"index", i},
+                   {"logprobs", nullptr},
+                   {"finish_reason", finish_reason_name(c.finish)},
+                   {"stop_reason", nullptr}};
+    if (chat)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else
+      choice["text"] = g.echo ? g.echo_text + c.text : c.text;
+    choices.push_back(std::move(choice));
+  }
+  json out = {{"id", call.id},
+              {"object", chat ? "chat.completion" : "text_completion"},
+              {"created", call.created},
+              {"model", g.model},
+              {"choices", std::move(choices)},
+              {"usage", usage_json(int(g.prompt_ids.size()), completion)}};
+  res.status = 200;
+  res.set_content(dump(out), "application/json");
+}
+
+namespace {
+
+// Turns a call's events into SSE text, one chunk per event with text or an
+// ending; keeps what it needs across provider calls.
+struct StreamWriter {
+  std::shared_ptr<Call> call;
+  bool started = false;
+  int completion_total = 0;
+
+  json chunk_base() const {
+    const bool chat = call->req.endpoint == Endpoint::kChat;
+    json j = {{"id", call->id},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", call->created},
+              {"model", call->req.model}};
+    if (call->req.include_usage) j["usage"] = nullptr;
+    return j;
+  }
+
+  json choice(int index, const std::string& text, const char* finish, bool role) const {
+    json c = {{"index", index}, {"logprobs", nullptr}};
+    c["finish_reason"] = finish ? json(finish) : json(nullptr);
+    if (call->req.endpoint == Endpoint::kChat) {
+      json delta = json::object();
+      if (role) delta["role"] = "assistant";
+      if (role || !text.empty()) delta["content"] = text;
+      c["delta"] = std::move(delta);
+    } else {
+      c["text"] = text;
+    }
+    return c;
+  }
+
+  // Chat streams open each choice with the assistant role; echo streams open
+  // with the prompt text.
+  std::string prelude() const {
+    std::string out;
+    const GenRequest& g = call->req;
+    for (int i = 0; i < g.n; ++i) {
+      if (g.endpoint == Endpoint::kChat) {
+        json j = chunk_base();
+        j["choices"] = json::array({choice(i, "", nullptr, true)});
+        out += sse(j);
+      } else if (g.echo) {
+        json j = chunk_base();
+        j["choices"] = json::array({choice(i, g.echo_text, nullptr, false)});
+        out += sse(j);
+      }
+    }
+    return out;
+  }
+
+  std::string event(int index, const EngineEvent& e) {
+    std::string out;
+    if (e.finished) completion_total += e.completion_tokens;
+    if (e.finished && !e.error.empty()) {
+      out += sse(ApiError(500, cat("generation failed: ", e.error)).to_json());
+      return out;
+    }
+    if (e.text.empty() && !e.finished) return out;
+    std::string_view reason = finish_reason_name(e.finish);
+    std::string reason_s(reason);
+    json j = chunk_base();
+    j["choices"] =
+        json::array({choice(index, e.text, e.finished ? reason_s.c_str() : nullptr, false)});
+    if (call->req.continuous_usage)
+      j["usage"] = usage_json(int(call->req.prompt_ids.size()), e.completion_tokens);
+    out += sse(j);
+    return out;
+  }
+
+  std::string ending() const {
+    std::string out;
+    if (call->req.include_usage) {
+      json j = chunk_base();
+      j["choices"] = json::array();
+      j["usage"] = usage_json(int(call->req.prompt_ids.size()), completion_total);
+      out += sse(j);
+    }
+    out += "data: [DONE]\n\n";
+    return out;
+  }
+};
+
+}  // namespace
+
+void OpenAIServer::Impl::respond_stream(const std::shared_ptr<Call>& call,
+                                        httplib::Response& res) {
+  auto writer = std::make_shared<StreamWriter>();
+  writer->call = call;
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  auto gone = [this, call] {
+    metrics.client_disconnects++;
+    abort_call(*call);
+  };
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [writer, call, gone](size_t, httplib::DataSink& sink) -> bool {
+        if (!writer->started) {
+          writer->started = true;
+          std::string head = writer->prelude();
+          if (!head.empty() && !sink.write(head.data(), head.size())) {
+            gone();
+            return false;
+          }
+        }
+        std::deque<std::pair<int, EngineEvent>> batch;
+        bool all_done;
+        {
+          std::unique_lock lock(call->m);
+          // Wake at least every 100 ms to notice a client that went away
+          // while nothing was written (a long prefill or a full queue).
+          call->cv.wait_for(lock, std::chrono::milliseconds(100),
+                            [&] { return !call->pending.empty(); });
+          batch.swap(call->pending);
+          all_done = call->unfinished == 0;
+        }
+        if (batch.empty() && !all_done) {
+          if (!sink.is_writable()) {
+            gone();
+            return false;
+          }
+          return true;
+        }
+        std::string out;
+        for (const auto& [index, e] : batch) out += writer->event(index, e);
+        if (all_done) out += writer->ending();
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
+          if (!all_done) gone();
+          return false;
+        }
+        if (all_done) sink.done();
+        return true;
+      },
+      // Runs when the response ends for any reason; aborting finished
+      // requests is a no-op, so this only matters when the stream was cut.
+      [this, call](bool success) {
+        if (!success) abort_call(*call);
+      });
+}
+
+}  // namespace hayate::server

@@ -1,0 +1,445 @@
+#include "server/protocol.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/check.h"
+#include "server/api_error.h"
+
+namespace hayate::server {
+
+using nlohmann::json;
+
+namespace {
+
+// The field's value, or nullptr when it is absent or JSON null (OpenAI's
+// clients send null for "not set").
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+double get_number(const json& v, const char* name) {
+  if (!v.is_number()) throw bad_request(cat("'", name, "' must be a number"), name);
+  double d = v.get<double>();
+  if (!std::isfinite(d)) throw bad_request(cat("'", name, "' must be finite"), name);
+  return d;
+}
+
+int64_t get_int(const json& v, const char* name) {
+  if (!v.is_number_integer()) throw bad_request(cat("'", name, "' must be an integer"), name);
+  if (v.is_number_unsigned() &&
+      v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    throw bad_request(cat("'", name, "' is out of range"), name);
+  return v.get<int64_t>();
+}
+
+bool get_bool(const json& v, const char* name) {
+  if (!v.is_boolean()) throw bad_request(cat("'", name, "' must be a boolean"), name);
+  return v.get<bool>();
+}
+
+const std::string& get_string(const json& v, const char* name) {
+  if (!v.is_string()) throw bad_request(cat("'", name, "' must be a string"), name);
+  return v.get_ref<const std::string&>();
+}
+
+// A token id inside the vocabulary.
+int32_t get_token(const json& v, const char* name, int vocab) {
+  int64_t id = get_int(v, name);
+  if (id < 0 || id >= vocab)
+    throw bad_request(cat("token id ", id, " in '", name, "' is out of vocabulary (size ", vocab,
+                          ")"),
+                      name);
+  return int32_t(id);
+}
+
+std::vector<int32_t> get_tokens(const json& v, const char* name, int vocab) {
+  std::vector<int32_t> ids;
+  ids.reserve(v.size());
+  for (const json& x : v) ids.push_back(get_token(x, name, vocab));
+  return ids;
+}
+
+bool all_integers(const json& a) {
+  for (const json& x : a)
+    if (!x.is_number_integer()) return false;
+  return true;
+}
+
+// Completions: a string, a list of token ids, or a list holding exactly one
+// of those.
+std::vector<int32_t> completion_prompt(const json& body, const Limits& lim, const Tokenizer& tok,
+                                       std::string* text) {
+  const json* p = field(body, "prompt");
+  if (!p) throw bad_request("'prompt' is required", "prompt");
+  const json* one = p;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
+    one = &(*p)[0];
+  else if (p->is_array() && !p->empty() && !all_integers(*p))
+    throw bad_request(cat("batched prompts (a list of ", p->size(),
+                          ") are not supported: send one prompt per request"),
+                      "prompt");
+  if (one->is_string()) {
+    *text = one->get<std::string>();
+    return tok.encode(*text, /*add_special_tokens=*/true);
+  }
+  if (one->is_array()) {
+    if (one->empty()) throw bad_request("'prompt' must not be empty", "prompt");
+    if (!all_integers(*one))
+      throw bad_request("'prompt' must be a string or a list of token ids", "prompt");
+    return get_tokens(*one, "prompt", lim.vocab_size);
+  }
+  throw bad_request("'prompt' must be a string or a list of token ids", "prompt");
+}
+
+std::vector<int32_t> chat_prompt(const json& body, const Tokenizer& tok) {
+  const json* m = field(body, "messages");
+  if (!m) throw bad_request("'messages' is required", "messages");
+  std::vector<ChatMessage> messages = parse_messages(*m);
+  bool add_generation_prompt = true;
+  if (const json* v = field(body, "add_generation_prompt"))
+    add_generation_prompt = get_bool(*v, "add_generation_prompt");
+  std::string rendered;
+  try {
+    rendered = tok.apply_chat_template(messages, add_generation_prompt);
+  } catch (const Error& e) {
+    throw bad_request(cat("chat template: ", e.what()), "messages");
+  }
+  // The template writes the BOS token itself, so no special tokens are added
+  // (vLLM does the same).
+  return tok.encode(rendered, /*add_special_tokens=*/false);
+}
+
+// Fields we know but cannot honour yet: a clear 400 instead of a silent
+// difference from what the client asked for.
+void reject_unsupported(const json& body, Endpoint endpoint, const Limits& lim) {
+  auto unsupported = [](const char* name, const std::string& why) {
+    return bad_request(cat("'", name, "' is not supported by this server", why), name);
+  };
+  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
+    if (const json* v = field(body, name)) {
+      double d = get_number(*v, name);
+      if (d < -2.0 || d > 2.0) throw bad_request(cat("'", name, "' must be in [-2, 2]"), name);
+      if (d != 0.0) throw unsupported(name, " (only 0 is accepted)");
+    }
+  }
+  if (const json* v = field(body, "repetition_penalty")) {
+    double d = get_number(*v, "repetition_penalty");
+    if (d <= 0.0) throw bad_request("'repetition_penalty' must be > 0", "repetition_penalty");
+    if (d != 1.0) throw unsupported("repetition_penalty", " (only 1 is accepted)");
+  }
+  if (endpoint == Endpoint::kCompletions) {
+    if (const json* v = field(body, "logprobs")) {
+      int64_t k = get_int(*v, "logprobs");
+      if (k < 0 || k > lim.max_logprobs)
+        throw bad_request(cat("'logprobs' must be in [0, ", lim.max_logprobs, "]"), "logprobs");
+      throw unsupported("logprobs", " yet");
+    }
+  } else {
+    bool want = false;
+    if (const json* v = field(body, "logprobs")) want = get_bool(*v, "logprobs");
+    if (const json* v = field(body, "top_logprobs")) {
+      int64_t k = get_int(*v, "top_logprobs");
+      if (k < 0 || k > lim.max_logprobs)
+        throw bad_request(cat("'top_logprobs' must be in [0, ", lim.max_logprobs, "]"),
+                          "top_logprobs");
+      if (k > 0 && !want)
+        throw bad_request("'top_logprobs' requires 'logprobs': true", "top_logprobs");
+    }
+    if (want) throw unsupported("logprobs", " yet");
+  }
+  if (const json* v = field(body, "best_of")) {
+    if (get_int(*v, "best_of") != 1) throw unsupported("best_of", " (only 1 is accepted)");
+  }
+  if (const json* v = field(body, "use_beam_search"))
+    if (get_bool(*v, "use_beam_search")) throw unsupported("use_beam_search", "");
+  if (const json* v = field(body, "logit_bias")) {
+    if (!v->is_object()) throw bad_request("'logit_bias' must be an object", "logit_bias");
+    if (!v->empty()) throw unsupported("logit_bias", "");
+  }
+  if (const json* v = field(body, "suffix")) {
+    get_string(*v, "suffix");
+    throw unsupported("suffix", "");
+  }
+  if (const json* v = field(body, "min_tokens"))
+    if (get_int(*v, "min_tokens") != 0) throw unsupported("min_tokens", " (only 0 is accepted)");
+  if (const json* v = field(body, "tools")) {
+    if (!v->is_array()) throw bad_request("'tools' must be a list", "tools");
+    if (!v->empty()) throw unsupported("tools", "");
+  }
+  if (const json* v = field(body, "response_format")) {
+    if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string())
+      throw bad_request("'response_format' must be an object with a 'type'", "response_format");
+    if ((*v)["type"] != "text") throw unsupported("response_format", " (only type text)");
+  }
+}
+
+std::vector<std::string> parse_stop(const json& v, const Limits& lim) {
+  std::vector<std::string> stop;
+  if (v.is_string()) {
+    stop.push_back(v.get<std::string>());
+  } else if (v.is_array()) {
+    if (int(v.size()) > lim.max_stop)
+      throw bad_request(cat("too many stop strings: ", v.size(), " (at most ", lim.max_stop, ")"),
+                        "stop");
+    for (const json& s : v) stop.push_back(get_string(s, "stop"));
+  } else {
+    throw bad_request("'stop' must be a string or a list of strings", "stop");
+  }
+  for (const std::string& s : stop) {
+    if (s.empty()) throw bad_request("stop strings must not be empty", "stop");
+    if (int(s.size()) > lim.max_stop_len)
+      throw bad_request(cat("a stop string is longer than ", lim.max_stop_len, " bytes"), "stop");
+  }
+  return stop;
+}
+
+}  // namespace
+
+json parse_json_body(const std::string& body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw bad_request("the request body is not valid JSON");
+  if (!j.is_object()) throw bad_request("the request body must be a JSON object");
+  return j;
+}
+
+std::vector<ChatMessage> parse_messages(const json& m) {
+  if (!m.is_array() || m.empty())
+    throw bad_request("'messages' must be a non-empty list", "messages");
+  std::vector<ChatMessage> out;
+  for (const json& msg : m) {
+    if (!msg.is_object()) throw bad_request("each message must be an object", "messages");
+    const json* role = field(msg, "role");
+    if (!role || !role->is_string())
+      throw bad_request("each message needs a string 'role'", "messages");
+    ChatMessage cm{role->get<std::string>(), ""};
+    if (const json* c = field(msg, "content")) {
+      if (c->is_string()) {
+        cm.content = c->get<std::string>();
+      } else if (c->is_array()) {
+        for (const json& part : *c) {
+          if (!part.is_object() || part.value("type", json()) != "text" ||
+              !part.contains("text") || !part["text"].is_string())
+            throw bad_request("message content parts must be {\"type\": \"text\", \"text\": ...}",
+                              "messages");
+          cm.content += part["text"].get<std::string>();
+        }
+      } else {
+        throw bad_request("message 'content' must be a string or a list of parts", "messages");
+      }
+    }
+    out.push_back(std::move(cm));
+  }
+  return out;
+}
+
+GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
+                         const GenerationDefaults& defaults, const Tokenizer& tok,
+                         const std::vector<std::string>& served_names) {
+  GenRequest r;
+  r.endpoint = endpoint;
+  r.model = served_names.empty() ? "" : served_names.front();
+  if (const json* v = field(body, "model")) {
+    const std::string& name = get_string(*v, "model");
+    bool known = false;
+    for (const std::string& s : served_names) known = known || s == name;
+    if (!known) throw ApiError(404, cat("The model `", name, "` does not exist."), "model",
+                               "model_not_found");
+    r.model = name;
+  }
+  reject_unsupported(body, endpoint, lim);
+
+  // Scalars first, so a wrong type is reported before any tokenization work.
+  SamplingParams& s = r.sampling;
+  s.temperature = defaults.temperature.value_or(1.0f);
+  s.top_p = defaults.top_p.value_or(1.0f);
+  s.top_k = defaults.top_k.value_or(0);
+  s.min_p = defaults.min_p.value_or(0.0f);
+  if (const json* v = field(body, "temperature")) {
+    double t = get_number(*v, "temperature");
+    if (t < 0.0) throw bad_request("'temperature' must be >= 0", "temperature");
+    s.temperature = float(t);
+  }
+  if (const json* v = field(body, "top_p")) {
+    double p = get_number(*v, "top_p");
+    if (!(p > 0.0 && p <= 1.0)) throw bad_request("'top_p' must be in (0, 1]", "top_p");
+    s.top_p = float(p);
+  }
+  if (const json* v = field(body, "top_k")) {
+    int64_t k = get_int(*v, "top_k");
+    if (k < -1) throw bad_request("'top_k' must be -1 or 0 (off) or positive", "top_k");
+    s.top_k = k <= 0 ? 0 : int(std::min<int64_t>(k, lim.vocab_size));
+  }
+  if (const json* v = field(body, "min_p")) {
+    double p = get_number(*v, "min_p");
+    if (!(p >= 0.0 && p <= 1.0)) throw bad_request("'min_p' must be in [0, 1]", "min_p");
+    s.min_p = float(p);
+  }
+  if (const json* v = field(body, "seed")) {
+    s.seed = uint64_t(get_int(*v, "seed"));
+    r.seeded = true;
+  }
+  if (const json* v = field(body, "n")) {
+    int64_t n = get_int(*v, "n");
+    if (n < 1 || n > lim.max_n) throw bad_request(cat("'n' must be in [1, ", lim.max_n, "]"), "n");
+    r.n = int(n);
+  }
+  if (const json* v = field(body, "stop")) r.stop = parse_stop(*v, lim);
+  if (const json* v = field(body, "stop_token_ids")) {
+    if (!v->is_array()) throw bad_request("'stop_token_ids' must be a list", "stop_token_ids");
+    if (int(v->size()) > lim.max_stop * 4)
+      throw bad_request("too many stop_token_ids", "stop_token_ids");
+    r.stop_token_ids = get_tokens(*v, "stop_token_ids", lim.vocab_size);
+  }
+  if (const json* v = field(body, "stream")) r.stream = get_bool(*v, "stream");
+  if (const json* v = field(body, "stream_options")) {
+    if (!v->is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
+    if (!r.stream)
+      throw bad_request("'stream_options' is only allowed when 'stream' is true",
+                        "stream_options");
+    if (const json* u = field(*v, "include_usage")) r.include_usage = get_bool(*u, "include_usage");
+    if (const json* u = field(*v, "continuous_usage_stats"))
+      r.continuous_usage = get_bool(*u, "continuous_usage_stats");
+  }
+  if (const json* v = field(body, "ignore_eos")) r.ignore_eos = get_bool(*v, "ignore_eos");
+  if (const json* v = field(body, "skip_special_tokens"))
+    r.skip_special_tokens = get_bool(*v, "skip_special_tokens");
+  if (const json* v = field(body, "echo")) {
+    r.echo = get_bool(*v, "echo");
+    if (r.echo && endpoint == Endpoint::kChat)
+      throw bad_request("'echo' is supported on /v1/completions only", "echo");
+  }
+  std::optional<int64_t> max_tokens;
+  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+    if (const json* v = field(body, name)) {
+      int64_t m = get_int(*v, name);
+      if (m < 1) throw bad_request(cat("'", name, "' must be at least 1"), name);
+      max_tokens = m;
+    }
+  }
+
+  std::string prompt_text;
+  r.prompt_ids = endpoint == Endpoint::kCompletions ? completion_prompt(body, lim, tok, &prompt_text)
+                                                    : chat_prompt(body, tok);
+  if (r.prompt_ids.empty()) throw bad_request("the prompt is empty", "prompt");
+  for (int32_t id : r.prompt_ids)
+    if (id < 0 || id >= lim.vocab_size)
+      throw bad_request(cat("prompt token id ", id, " is out of vocabulary"), "prompt");
+  const int64_t P = int64_t(r.prompt_ids.size());
+  const int64_t L = lim.max_model_len;
+  const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (P >= L)
+    throw bad_request(cat("This model's maximum context length is ", L,
+                          " tokens. However, your request has ", P,
+                          " input tokens. Please reduce the length of the input."),
+                      prompt_param);
+  if (max_tokens) {
+    if (P + *max_tokens > L)
+      throw bad_request(cat("This model's maximum context length is ", L,
+                            " tokens. However, you requested ", P + *max_tokens, " tokens (", P,
+                            " in the ", prompt_param, ", ", *max_tokens,
+                            " in the completion). Please reduce the length of the ", prompt_param,
+                            " or completion."),
+                        "max_tokens");
+    r.max_tokens = int(*max_tokens);
+  } else {
+    // vLLM: completions default to 16 tokens (OpenAI's legacy default), chat
+    // to the rest of the context; generation_config's max_new_tokens caps both.
+    int64_t m = endpoint == Endpoint::kCompletions ? std::min<int64_t>(16, L - P) : L - P;
+    if (defaults.max_tokens) m = std::min<int64_t>(m, *defaults.max_tokens);
+    r.max_tokens = int(std::max<int64_t>(m, 1));
+  }
+  if (r.echo) r.echo_text = prompt_text.empty() ? tok.decode(r.prompt_ids) : prompt_text;
+  return r;
+}
+
+GenerationDefaults GenerationDefaults::load(const std::string& dir) {
+  GenerationDefaults d;
+  if (dir.empty()) return d;
+  std::filesystem::path path = std::filesystem::path(dir) / "generation_config.json";
+  if (!std::filesystem::exists(path)) return d;
+  std::ifstream in(path);
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  HAYATE_CHECK(j.is_object(), path.string(), ": not a JSON object");
+  auto num = [&](const char* k) -> std::optional<double> {
+    auto it = j.find(k);
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    HAYATE_CHECK(it->is_number(), path.string(), ": '", k, "' must be a number");
+    return it->get<double>();
+  };
+  if (auto v = num("temperature")) d.temperature = float(*v);
+  if (auto v = num("top_p")) d.top_p = float(*v);
+  if (auto v = num("top_k")) d.top_k = int(*v);
+  if (auto v = num("min_p")) d.min_p = float(*v);
+  if (auto v = num("max_new_tokens")) d.max_tokens = int(*v);
+  SamplingParams check;
+  check.temperature = d.temperature.value_or(1.0f);
+  check.top_p = d.top_p.value_or(1.0f);
+  check.top_k = std::max(0, d.top_k.value_or(0));
+  check.min_p = d.min_p.value_or(0.0f);
+  try {
+    check.validate();
+  } catch (const Error& e) {
+    fail(cat(path.string(), ": ", e.what()));
+  }
+  if (d.top_k && *d.top_k < 0) d.top_k = 0;
+  return d;
+}
+
+json GenerationDefaults::to_json() const {
+  json j = json::object();
+  if (temperature) j["temperature"] = *temperature;
+  if (top_p) j["top_p"] = *top_p;
+  if (top_k) j["top_k"] = *top_k;
+  if (min_p) j["min_p"] = *min_p;
+  if (max_tokens) j["max_tokens"] = *max_tokens;
+  return j;
+}
+
+json handle_tokenize(const json& body, const Limits& lim, const Tokenizer& tok) {
+  if (const json* v = field(body, "return_token_strs"))
+    if (get_bool(*v, "return_token_strs"))
+      throw bad_request("'return_token_strs' is not supported by this server",
+                        "return_token_strs");
+  std::vector<int32_t> ids;
+  if (field(body, "messages")) {
+    bool add_special = false;
+    if (const json* v = field(body, "add_special_tokens"))
+      add_special = get_bool(*v, "add_special_tokens");
+    bool add_generation_prompt = true;
+    if (const json* v = field(body, "add_generation_prompt"))
+      add_generation_prompt = get_bool(*v, "add_generation_prompt");
+    std::vector<ChatMessage> messages = parse_messages(body["messages"]);
+    std::string rendered;
+    try {
+      rendered = tok.apply_chat_template(messages, add_generation_prompt);
+    } catch (const Error& e) {
+      throw bad_request(cat("chat template: ", e.what()), "messages");
+    }
+    ids = tok.encode(rendered, add_special);
+  } else {
+    const json* p = field(body, "prompt");
+    if (!p) throw bad_request("'prompt' or 'messages' is required", "prompt");
+    bool add_special = true;
+    if (const json* v = field(body, "add_special_tokens"))
+      add_special = get_bool(*v, "add_special_tokens");
+    ids = tok.encode(get_string(*p, "prompt"), add_special);
+  }
+  return {{"count", ids.size()},
+          {"max_model_len", lim.max_model_len},
+          {"tokens", ids},
+          {"token_strs", nullptr}};
+}
+
+json handle_detokenize(const json& body, const Limits& lim, const Tokenizer& tok) {
+  const json* t = field(body, "tokens");
+  if (!t || !t->is_array()) throw bad_request("'tokens' must be a list of token ids", "tokens");
+  std::vector<int32_t> ids = get_tokens(*t, "tokens", lim.vocab_size);
+  return {{"prompt", tok.decode(ids)}};
+}
+
+}  // namespace hayate::server

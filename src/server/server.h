@@ -1,0 +1,81 @@
+// `hayate serve`: an OpenAI-compatible HTTP server over the batching Engine.
+//
+// Life of a served request: the HTTP thread of its connection parses and
+// validates the body (protocol.h), admits it against the bounded queue (503
+// with Retry-After when full), submits one engine request per choice (n), and
+// then either waits for the final events (non-streaming) or turns events into
+// server-sent-event chunks as the engine's stepping thread delivers them. A
+// stream whose client goes away aborts its engine requests, which frees their
+// KV blocks at the next step.
+//
+// The listener starts before the model is loaded: /health answers 503 until
+// set_ready(), then 200.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/protocol.h"
+
+namespace hayate {
+class Engine;
+class Tokenizer;
+}  // namespace hayate
+
+namespace hayate::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                 // 0: any free port (listen() returns it)
+  std::string api_key;             // when set, /v1/* needs "Authorization: Bearer KEY"
+  std::vector<std::string> served_model_names;  // first one is reported; others accepted
+  // Admission bound: requests are refused with 503 once the sequences the
+  // server holds would exceed max_num_seqs (running) + max_queued (waiting).
+  int max_queued = 256;
+  size_t max_body_bytes = 16u << 20;  // larger bodies get 413
+  size_t max_connections = 2048;      // connection threads; more connections wait
+  Limits limits;                      // n, stop and logprob bounds (model fields set by set_ready)
+};
+
+// The loaded model, handed over once it is ready. Everything must outlive the
+// server's shutdown().
+struct ServingModel {
+  Engine* engine = nullptr;          // started (background loop) by the caller
+  const Tokenizer* tokenizer = nullptr;
+  int max_model_len = 0;
+  int vocab_size = 0;
+  int max_num_seqs = 0;
+  GenerationDefaults defaults;
+  std::string root;                  // what --model named
+};
+
+class OpenAIServer {
+ public:
+  explicit OpenAIServer(ServerOptions options);
+  ~OpenAIServer();  // shuts down with no grace if still running
+  OpenAIServer(const OpenAIServer&) = delete;
+  OpenAIServer& operator=(const OpenAIServer&) = delete;
+
+  // Binds and starts accepting on a background thread; returns the port.
+  // Throws Error when the address cannot be bound.
+  int listen();
+
+  // The model is loaded: generation endpoints and /health turn on.
+  void set_ready(const ServingModel& model);
+
+  // Stops accepting connections and new requests (503), lets in-flight
+  // requests finish for up to `grace`, aborts the rest (streams end with
+  // finish_reason "abort"), then closes every connection and returns.
+  void shutdown(std::chrono::milliseconds grace);
+
+  int in_flight() const;  // engine sequences the server is waiting on
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hayate::server

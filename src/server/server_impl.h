@@ -1,0 +1,119 @@
+// Internals shared by server.cpp (HTTP wiring, lifecycle) and
+// generation.cpp (engine requests, responses, SSE streaming).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <httplib.h>
+
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+#include "server/server.h"
+
+namespace hayate::server {
+
+using Clock = std::chrono::steady_clock;
+
+// httplib::Server with two additions that need its protected listening socket.
+class HttpServer : public httplib::Server {
+ public:
+  // The library listens with a backlog of 5; hundreds of clients connecting at
+  // once would see dropped SYNs and 1 s retries. Linux lets listen() be called
+  // again on a listening socket to enlarge it.
+  void widen_backlog(int n) {
+    socket_t s = svr_sock_;
+    if (s != INVALID_SOCKET) ::listen(s, n);
+  }
+  // Shuts the listening socket down without closing it: accept() fails, the
+  // accept loop ends, closes it and joins the connection threads, while
+  // responses in progress run to their end (stop() would cut streams short:
+  // httplib ends chunked responses once the socket is marked invalid).
+  void stop_accepting() {
+    socket_t s = svr_sock_;
+    if (s != INVALID_SOCKET) ::shutdown(s, SHUT_RDWR);
+  }
+};
+
+// One choice (of n) of a call, as the engine's events report it.
+struct ChoiceState {
+  RequestId id = 0;
+  bool submitted = false;
+  bool finished = false;
+  std::string text;  // accumulated (non-streaming only)
+  FinishReason finish = FinishReason::kLength;
+  std::string error;
+  int completion_tokens = 0;
+  bool got_token = false;
+  Clock::time_point last_token;
+};
+
+// One HTTP generation request and its n engine requests. Shared by the
+// connection thread and the engine callbacks; everything below `m` is
+// guarded by it.
+struct Call {
+  GenRequest req;
+  std::string id;        // cmpl-... / chatcmpl-...
+  int64_t created = 0;   // unix seconds
+  Clock::time_point arrival;
+
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<ChoiceState> choices;
+  std::deque<std::pair<int, EngineEvent>> pending;  // streaming: events not yet written
+  int unfinished = 0;
+};
+
+struct OpenAIServer::Impl {
+  explicit Impl(ServerOptions o) : opt(std::move(o)) {}
+
+  ServerOptions opt;
+  HttpServer http;
+  std::thread listen_thread;
+  std::atomic<bool> ready{false};
+  std::atomic<bool> draining{false};
+  ServingModel model;
+  Limits limits;
+  Metrics metrics;
+
+  std::atomic<uint64_t> next_id{0};
+  uint64_t id_nonce = 0;
+
+  // Admission and the set of live calls (for abort at shutdown).
+  mutable std::mutex admit_m;
+  std::condition_variable drained_cv;
+  int in_flight = 0;  // engine sequences submitted and not finished
+  std::set<std::shared_ptr<Call>> calls;
+
+  // server.cpp
+  void install_routes();
+  std::string new_id(const char* prefix);
+
+  // generation.cpp
+  void handle_generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  std::shared_ptr<Call> start_call(GenRequest r);
+  void on_event(const std::shared_ptr<Call>& call, int index, const EngineEvent& e);
+  void abort_call(Call& call);
+  void abort_all();
+  void respond_once(Call& call, httplib::Response& res);
+  void respond_stream(const std::shared_ptr<Call>& call, httplib::Response& res);
+};
+
+// JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
+std::string dump(const nlohmann::json& j);
+// Writes `e` as the response (status, OpenAI error body, Retry-After on 503).
+void respond_error(httplib::Response& res, const ApiError& e);
+
+}  // namespace hayate::server
