@@ -1,0 +1,314 @@
+// Offline throughput: submit requests (all at once, or keeping `concurrency`
+// in flight by submitting the next one from each final event), step the
+// engine on this thread until every request is done, and time each request
+// on the host clock (the engine's step returns after the sampled ids reach
+// the host, so a token's timestamp is when the host has it).
+#include "bench/throughput.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <ostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/stats.h"
+#include "bench/workload.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "engine/batch_backend.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hayate::bench {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const std::vector<ThroughputPreset>& throughput_presets() {
+  static const std::vector<ThroughputPreset> presets = [] {
+    std::vector<ThroughputPreset> p;
+    for (int len : {128, 1024})
+      for (int batch : {1, 16, 32, 64})
+        p.push_back({cat("llmib-", len, "-b", batch), 4 * batch, len, len, batch});
+    p.push_back({"max-load-128", 1024, 128, 128, 0});
+    return p;
+  }();
+  return presets;
+}
+
+void apply_throughput_preset(const std::string& name, ThroughputOptions& opt) {
+  std::string known;
+  for (const ThroughputPreset& p : throughput_presets()) {
+    if (p.name == name) {
+      opt.preset = p.name;
+      opt.num_prompts = p.num_prompts;
+      opt.input_len = p.input_len;
+      opt.output_len = p.output_len;
+      opt.concurrency = p.concurrency;
+      return;
+    }
+    known += cat(known.empty() ? "" : ", ", p.name);
+  }
+  fail(cat("unknown throughput preset '", name, "' (known: ", known, ")"));
+}
+
+namespace {
+
+std::vector<std::vector<int32_t>> make_prompts(const BatchBackend& backend,
+                                               const Tokenizer* tokenizer,
+                                               const ThroughputOptions& opt) {
+  std::vector<std::vector<int32_t>> prompts;
+  if (!opt.dataset.empty()) {
+    HAYATE_CHECK(tokenizer != nullptr, "--dataset needs a tokenizer");
+    Workload w = make_workload(opt.dataset, 0);
+    const int n = opt.num_prompts > 0 ? opt.num_prompts : int(w.prompts.size());
+    for (int i = 0; i < n; ++i) prompts.push_back(tokenizer->encode(w.prompt_for_run(i)));
+    return prompts;
+  }
+  // Random ids, a pure function of (seed, prompt, position) as core/rng.h.
+  const uint64_t vocab = uint64_t(backend.config().vocab_size);
+  for (int i = 0; i < opt.num_prompts; ++i) {
+    std::vector<int32_t> p(static_cast<size_t>(opt.input_len));
+    for (int j = 0; j < opt.input_len; ++j)
+      p[size_t(j)] = int32_t(mix64(opt.seed ^ mix64(uint64_t(i) ^ mix64(uint64_t(j)))) % vocab);
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+Percentiles percentiles(const std::vector<double>& v) {
+  Percentiles p;
+  p.mean = mean(v);
+  p.p50 = percentile(v, 50);
+  p.p90 = percentile(v, 90);
+  p.p99 = percentile(v, 99);
+  p.max = max_of(v);
+  return p;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+ThroughputResult run_throughput(BatchBackend& backend, const Tokenizer* tokenizer,
+                                const ThroughputOptions& opt, std::ostream* progress) {
+  HAYATE_CHECK(opt.num_prompts >= 1 || !opt.dataset.empty(), "--num-prompts must be >= 1, got ",
+               opt.num_prompts);
+  HAYATE_CHECK(opt.input_len >= 1 || !opt.dataset.empty(), "--input-len must be >= 1, got ",
+               opt.input_len);
+  HAYATE_CHECK(opt.output_len >= 1, "--output-len must be >= 1, got ", opt.output_len);
+  HAYATE_CHECK(opt.concurrency >= 0, "--concurrency must be >= 0, got ", opt.concurrency);
+  HAYATE_CHECK(opt.warmup >= 0, "--warmup must be >= 0, got ", opt.warmup);
+
+  ThroughputResult r;
+  r.backend = backend.name();
+  r.created_utc = utc_now_iso8601();
+  r.options = opt;
+  const std::vector<std::vector<int32_t>> prompts = make_prompts(backend, tokenizer, opt);
+  const int n = int(prompts.size());
+  // Ids only: detokenization is not part of this measurement, so the figure
+  // is the engine's (the server's streaming adds the tokenizer's cost).
+  Engine engine(backend, nullptr, {opt.max_num_seqs, opt.max_num_batched_tokens});
+
+  auto make_request = [&](int i) {
+    EngineRequest req;
+    req.prompt = prompts[size_t(i % n)];
+    req.max_tokens = opt.output_len;
+    req.ignore_eos = true;
+    return req;
+  };
+  if (opt.warmup > 0) {
+    for (int i = 0; i < opt.warmup; ++i) engine.submit(make_request(i));
+    engine.run_until_idle();
+    if (progress) *progress << "throughput: " << opt.warmup << " warm-up requests done\n";
+  }
+  const EngineStats before = engine.stats();
+
+  r.requests.resize(size_t(n));
+  std::vector<Clock::time_point> submitted(static_cast<size_t>(n));
+  int next = 0, done = 0;
+  // Submits request `next`; a rejected one is recorded and skipped.
+  std::function<void()> submit_next = [&] {
+    while (next < n) {
+      const int i = next++;
+      ThroughputRequest& out = r.requests[size_t(i)];
+      out.index = i;
+      out.prompt_tokens = int(prompts[size_t(i)].size());
+      EngineRequest req = make_request(i);
+      req.on_event = [&, i](const EngineEvent& e) {
+        ThroughputRequest& q = r.requests[size_t(i)];
+        const double t = seconds(Clock::now() - submitted[size_t(i)]);
+        if (!q.ttft_s && !e.token_ids.empty()) q.ttft_s = t;
+        if (!e.finished) return;
+        q.latency_s = t;
+        q.output_tokens = e.completion_tokens;
+        q.finish = std::string(finish_reason_name(e.finish));
+        q.error = e.error;
+        if (q.ttft_s && q.output_tokens > 1)
+          q.tpot_ms = (t - *q.ttft_s) * 1e3 / double(q.output_tokens - 1);
+        ++done;
+        if (progress && (done % std::max(1, n / 10) == 0 || done == n))
+          *progress << "throughput: " << done << "/" << n << " requests done\n";
+        submit_next();
+      };
+      submitted[size_t(i)] = Clock::now();
+      try {
+        engine.submit(std::move(req));
+        return;
+      } catch (const Error& e) {
+        out.error = e.what();
+        out.finish = "abort";
+        ++done;
+      }
+    }
+  };
+
+  const Clock::time_point t0 = Clock::now();
+  const int initial = opt.concurrency > 0 ? std::min(opt.concurrency, n) : n;
+  for (int i = 0; i < initial; ++i) submit_next();
+  engine.run_until_idle();
+  ThroughputSummary& s = r.summary;
+  s.total_s = seconds(Clock::now() - t0);
+
+  std::vector<double> lat, ttft, tpot;
+  for (const ThroughputRequest& q : r.requests) {
+    if (!q.error.empty() || q.finish == "abort") {
+      ++s.requests_failed;
+      continue;
+    }
+    ++s.requests_ok;
+    s.input_tokens += q.prompt_tokens;
+    s.output_tokens += q.output_tokens;
+    lat.push_back(q.latency_s);
+    if (q.ttft_s) ttft.push_back(*q.ttft_s);
+    if (q.tpot_ms) tpot.push_back(*q.tpot_ms);
+  }
+  if (s.total_s > 0.0) {
+    s.requests_per_s = s.requests_ok / s.total_s;
+    s.input_tokens_per_s = double(s.input_tokens) / s.total_s;
+    s.output_tokens_per_s = double(s.output_tokens) / s.total_s;
+    s.total_tokens_per_s = double(s.input_tokens + s.output_tokens) / s.total_s;
+  }
+  if (!lat.empty()) s.latency_s = percentiles(lat);
+  if (!ttft.empty()) s.ttft_s = percentiles(ttft);
+  if (!tpot.empty()) s.tpot_ms = percentiles(tpot);
+  const EngineStats after = engine.stats();
+  s.engine_steps = after.steps - before.steps;
+  s.preemptions = after.preemptions_total - before.preemptions_total;
+  s.kv_blocks = backend.num_blocks();
+  s.kv_block_size = backend.block_size();
+  if (s.requests_failed > 0) r.notes.push_back(cat(s.requests_failed, " requests failed"));
+  r.notes.push_back("ids only: prompts are token ids and outputs are not detokenized");
+  return r;
+}
+
+namespace {
+
+json opt_json(const std::optional<Percentiles>& p) {
+  if (!p) return nullptr;
+  return json{{"mean", p->mean}, {"p50", p->p50}, {"p90", p->p90}, {"p99", p->p99},
+              {"max", p->max}};
+}
+
+json null_if_empty(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+}  // namespace
+
+json to_json(const ThroughputResult& r) {
+  const ThroughputOptions& o = r.options;
+  const ThroughputSummary& s = r.summary;
+  json requests = json::array();
+  for (const ThroughputRequest& q : r.requests) {
+    requests.push_back({{"index", q.index},
+                        {"prompt_tokens", q.prompt_tokens},
+                        {"output_tokens", q.output_tokens},
+                        {"latency_s", q.error.empty() ? json(q.latency_s) : json(nullptr)},
+                        {"ttft_s", q.ttft_s ? json(*q.ttft_s) : json(nullptr)},
+                        {"tpot_ms", q.tpot_ms ? json(*q.tpot_ms) : json(nullptr)},
+                        {"finish", null_if_empty(q.finish)},
+                        {"error", null_if_empty(q.error)}});
+  }
+  return json{
+      {"schema", kThroughputSchemaName},
+      {"schema_version", r.schema_version},
+      {"mode", "throughput"},
+      {"engine", r.engine},
+      {"engine_version", null_if_empty(r.engine_version)},
+      {"backend", null_if_empty(r.backend)},
+      {"commit", null_if_empty(r.commit)},
+      {"created_utc", null_if_empty(r.created_utc)},
+      {"system",
+       {{"device", r.system.device},
+        {"driver", null_if_empty(r.system.driver)},
+        {"cuda", null_if_empty(r.system.cuda)},
+        {"sm_count", r.system.sm_count},
+        {"memory_gb", r.system.memory_gb},
+        {"host", null_if_empty(r.system.host)}}},
+      {"model",
+       {{"spec", r.model.spec},
+        {"dtype", r.model.dtype},
+        {"seed", r.model.seed},
+        {"weight_bytes_per_token", r.model.weight_bytes_per_token
+                                       ? json(*r.model.weight_bytes_per_token)
+                                       : json(nullptr)}}},
+      {"workload",
+       {{"preset", null_if_empty(o.preset)},
+        {"num_prompts", int(r.requests.size())},
+        {"input_len", o.dataset.empty() ? json(o.input_len) : json(nullptr)},
+        {"output_len", o.output_len},
+        {"concurrency", o.concurrency},
+        {"dataset", null_if_empty(o.dataset)},
+        {"seed", o.seed},
+        {"ignore_eos", true},
+        {"warmup", o.warmup},
+        {"max_num_seqs", o.max_num_seqs},
+        {"max_num_batched_tokens", o.max_num_batched_tokens},
+        {"timer", "steady-clock"},
+        {"timed_region", "first submit to last final event, engine stepped on the host thread"}}},
+      {"requests", std::move(requests)},
+      {"summary",
+       {{"requests_ok", s.requests_ok},
+        {"requests_failed", s.requests_failed},
+        {"total_s", s.total_s},
+        {"requests_per_s", s.requests_per_s},
+        {"input_tokens", s.input_tokens},
+        {"output_tokens", s.output_tokens},
+        {"input_tokens_per_s", s.input_tokens_per_s},
+        {"output_tokens_per_s", s.output_tokens_per_s},
+        {"total_tokens_per_s", s.total_tokens_per_s},
+        {"latency_s", opt_json(s.latency_s)},
+        {"ttft_s", opt_json(s.ttft_s)},
+        {"tpot_ms", opt_json(s.tpot_ms)},
+        {"engine_steps", s.engine_steps},
+        {"preemptions", s.preemptions},
+        {"kv_blocks", s.kv_blocks},
+        {"kv_block_size", s.kv_block_size}}},
+      {"notes", r.notes},
+  };
+}
+
+std::string format_throughput(const ThroughputResult& r) {
+  const ThroughputSummary& s = r.summary;
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(2);
+  out << "requests        " << s.requests_ok << " ok, " << s.requests_failed << " failed in "
+      << s.total_s << " s (" << s.requests_per_s << " req/s)\n";
+  out << "tokens/s        in " << s.input_tokens_per_s << ", out " << s.output_tokens_per_s
+      << ", total " << s.total_tokens_per_s << "\n";
+  auto line = [&](const char* name, const std::optional<Percentiles>& p, const char* unit) {
+    if (!p) return;
+    out << name << "mean " << p->mean << ", p50 " << p->p50 << ", p90 " << p->p90 << ", p99 "
+        << p->p99 << " " << unit << "\n";
+  };
+  line("latency         ", s.latency_s, "s");
+  line("ttft            ", s.ttft_s, "s");
+  line("tpot            ", s.tpot_ms, "ms");
+  out << "engine          " << s.engine_steps << " steps, " << s.preemptions << " preemptions, "
+      << s.kv_blocks << " KV blocks of " << s.kv_block_size << "\n";
+  return out.str();
+}
+
+}  // namespace hayate::bench

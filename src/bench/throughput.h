@@ -1,0 +1,114 @@
+// The offline throughput benchmark (`hayate bench --mode throughput`): many
+// requests through the batching engine, as vLLM's benchmark_throughput and
+// LLM-Inference-Bench measure it. Prompts are random ids of a fixed length
+// (seeded) or a prompt file; every request makes exactly output_len tokens
+// (EOS ignored). Reports the wall time of the whole set, requests/s, input,
+// output and total tokens/s, and per-request latency, TTFT and time per
+// output token percentiles.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "bench/result.h"
+
+namespace hayate {
+class BatchBackend;
+class Tokenizer;
+}  // namespace hayate
+
+namespace hayate::bench {
+
+inline constexpr const char* kThroughputSchemaName = "hayate-bench-throughput";
+inline constexpr int kThroughputSchemaVersion = 1;
+
+struct ThroughputOptions {
+  std::string preset;           // informational: the preset these values came from
+  int num_prompts = 256;
+  int input_len = 128;          // random prompts: ids per prompt
+  int output_len = 128;         // new tokens per request
+  int concurrency = 0;          // most requests in flight; 0 = all submitted at once
+  std::string dataset;          // prompt file (one per line or JSON, as --workload); needs a tokenizer
+  uint64_t seed = 0;            // random prompt ids
+  int warmup = 0;               // untimed requests first (graph capture, allocator warm-up)
+  int max_num_seqs = 256;       // engine: sequences per step
+  int max_num_batched_tokens = 8192;  // engine: tokens per step
+};
+
+// LLM-Inference-Bench workloads: llmib-<in>-b<batch> for in = out = 128 or
+// 1024 and batch 1, 16, 32, 64 (concurrency = batch, num_prompts = 4 x batch,
+// so each point averages four waves), plus max-load-128 (1024 requests of
+// 128/128 submitted at once: the engine runs as many as fit).
+struct ThroughputPreset {
+  std::string name;
+  int num_prompts, input_len, output_len, concurrency;
+};
+const std::vector<ThroughputPreset>& throughput_presets();
+// Sets the preset's fields in `opt`; throws Error listing the known names.
+void apply_throughput_preset(const std::string& name, ThroughputOptions& opt);
+
+struct ThroughputRequest {
+  int index = 0;
+  int prompt_tokens = 0;
+  int output_tokens = 0;
+  double latency_s = 0.0;           // submit to final event
+  std::optional<double> ttft_s;     // submit to first id
+  std::optional<double> tpot_ms;    // (latency - ttft) / (output_tokens - 1)
+  std::string finish;               // length, stop, abort
+  std::string error;
+};
+
+struct Percentiles {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+};
+
+struct ThroughputSummary {
+  int requests_ok = 0;
+  int requests_failed = 0;
+  double total_s = 0.0;
+  double requests_per_s = 0.0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double input_tokens_per_s = 0.0;
+  double output_tokens_per_s = 0.0;
+  double total_tokens_per_s = 0.0;  // (input + output) / total_s: LLM-Inference-Bench's figure
+  std::optional<Percentiles> latency_s, ttft_s, tpot_ms;
+  uint64_t engine_steps = 0;
+  uint64_t preemptions = 0;
+  int kv_blocks = 0;
+  int kv_block_size = 0;
+};
+
+struct ThroughputResult {
+  int schema_version = kThroughputSchemaVersion;
+  std::string engine = "hayate";
+  std::string engine_version;
+  std::string backend;
+  std::string commit;
+  std::string created_utc;
+  SystemInfo system;   // caller's
+  ModelInfo model;     // caller's
+  ThroughputOptions options;
+  std::vector<ThroughputRequest> requests;
+  ThroughputSummary summary;
+  std::vector<std::string> notes;
+};
+
+// Runs the benchmark on `backend` through an Engine made here with the
+// options' limits; the calling thread steps the engine. Fills everything but
+// system and model (and engine_version/commit, which the caller knows).
+// `tokenizer` may be null unless opt.dataset is set. Progress lines go to
+// `progress` when given. Throws Error for bad options.
+ThroughputResult run_throughput(BatchBackend& backend, const Tokenizer* tokenizer,
+                                const ThroughputOptions& opt, std::ostream* progress);
+
+nlohmann::json to_json(const ThroughputResult& r);
+// One line per figure for the terminal.
+std::string format_throughput(const ThroughputResult& r);
+
+}  // namespace hayate::bench
