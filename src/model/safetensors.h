@@ -31,7 +31,7 @@ struct SafetensorsTensor {
 };
 
 struct SafetensorsFile {
-  std::vector<SafetensorsTensor> tensors;  // in header order
+  std::vector<SafetensorsTensor> tensors;  // sorted by name
   std::map<std::string, std::string> metadata;
   std::unordered_map<std::string, size_t> index;  // name -> position in tensors
 
