@@ -183,11 +183,13 @@ __global__ void attention_combine_kernel(const float* __restrict__ part_o,
 template <typename T, typename F>
 void with_head_dim(int head_dim, F&& f) {
   switch (head_dim) {
+    case 8: f(attention_kernel<T, 8>); break;
+    case 16: f(attention_kernel<T, 16>); break;
     case 32: f(attention_kernel<T, 32>); break;
     case 64: f(attention_kernel<T, 64>); break;
     case 128: f(attention_kernel<T, 128>); break;
     case 256: f(attention_kernel<T, 256>); break;
-    default: fail(cat("attention: head_dim ", head_dim, " is not supported (32, 64, 128, 256)"));
+    default: fail(cat("attention: head_dim ", head_dim, " is not supported (8, 16, 32, 64, 128, 256)"));
   }
 }
 

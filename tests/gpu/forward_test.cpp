@@ -120,7 +120,7 @@ TEST_P(ForwardTest, BadInputIsAnError) {
   EXPECT_THROW(gpu_->forward(bad, 0, l, false), Error);
   EXPECT_THROW(gpu_->forward({}, 0, l, false), Error);
   EXPECT_THROW(make_cuda_backend(*model_, {kCtx, DType::F32, 0}), Error);
-  EXPECT_THROW(make_cuda_backend(*model_, {1 << 20, GetParam(), 0}), Error);  // > max positions
+  EXPECT_THROW(make_cuda_backend(*model_, {1 << 30, GetParam(), 0}), Error);  // KV cache > memory
   EXPECT_THROW(make_cuda_backend(*model_, {kCtx, GetParam(), 99}), Error);     // no such GPU
   // Still usable after the errors.
   gpu_->forward(ok, 0, l, false);

@@ -1,0 +1,216 @@
+// GEMV lab: every variant of the decode GEMV on every Llama-3.1-8B weight
+// shape, fp16, checked against the CPU reference (cpu::matmul on the same
+// rounded weights) and timed with CUDA events: median of 30 launches, the
+// weights rotated over copies that together exceed the 60 MB L2 several times
+// so that each launch streams from HBM. Prints GB/s and the share of the
+// measured read bandwidth (a read-only kernel over 4 GiB, the same probe as
+// the backend). Winners are wired in src/cuda/gemv.cu; see NOTES.md.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/rng.h"
+#include "cpu/ops.h"
+#include "cuda/buffer.h"
+#include "cuda/gemv.cuh"
+#include "cuda/launch.h"
+#include "cuda/ops.h"
+
+namespace hayate::cuda {
+namespace {
+
+using T = half;
+constexpr uint64_t kSeed = 42;
+
+struct Shape {
+  const char* name;
+  int rows, K;
+};
+
+// Events around each launch; median in ms.
+double median_ms(cudaStream_t s, int reps, const std::function<void(int)>& body) {
+  cudaEvent_t a, b;
+  HAYATE_CUDA_CHECK(cudaEventCreate(&a));
+  HAYATE_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) body(i);
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    HAYATE_CUDA_CHECK(cudaEventRecord(a, s));
+    body(i);
+    HAYATE_CUDA_CHECK(cudaEventRecord(b, s));
+    HAYATE_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Host copy of one weight copy, as the GPU holds it (fill_dummy, rounded to T).
+std::vector<float> host_weights(size_t n, uint64_t stream, float scale) {
+  std::vector<float> w(n);
+  const unsigned nt = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < nt; ++t)
+    pool.emplace_back([&, t] {
+      for (size_t i = n * t / nt; i < n * (t + 1) / nt; ++i)
+        w[i] = __half2float(__float2half_rn(scale * uniform_pm1(kSeed, stream, i)));
+    });
+  for (auto& th : pool) th.join();
+  return w;
+}
+
+double max_rel(const std::vector<float>& got, const std::vector<float>& ref) {
+  double worst = 0;
+  double scale = 0;
+  for (float r : ref) scale = std::max(scale, double(std::fabs(r)));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::fabs(double(got[i]) - ref[i]) / (1e-2 * scale + std::fabs(ref[i]));
+    worst = std::isfinite(e) ? std::max(worst, e) : INFINITY;
+  }
+  return worst;
+}
+
+struct Variant {
+  std::string name;
+  // launch(W, rows, K, x, y, stream): y = W x
+  std::function<void(const T*, int, int, const float*, float*, cudaStream_t)> run;
+};
+
+template <int R, int U, int KS>
+Variant store_variant() {
+  char name[32];
+  std::snprintf(name, sizeof name, "R%d U%d KS%d", R, U, KS);
+  return {name,
+          [](const T* W, int rows, int K, const float* x, float* y, cudaStream_t s) {
+            constexpr int gpb = kGemvThreads / (32 * KS);
+            launch({ceil_div(rows / R, gpb), kGemvThreads, 0, s, false},
+                   gemv_kernel<T, R, U, KS, false, StoreEpi<R>>, W, K, rows / R,
+                   GemvInput<T>{x, nullptr, 0.0f}, StoreEpi<R>{y});
+          }};
+}
+
+int run() {
+  cudaStream_t s;
+  HAYATE_CUDA_CHECK(cudaStreamCreate(&s));
+  cudaDeviceProp prop{};
+  HAYATE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+
+  // The ceiling: a read-only pass over 4 GiB.
+  const size_t probe_bytes = size_t(4) << 30;
+  double read_gbs = 0;
+  {
+    DeviceBuffer probe(probe_bytes), sink(64);
+    HAYATE_CUDA_CHECK(cudaMemset(probe.as(), 1, probe_bytes));
+    const double ms = median_ms(s, 10, [&](int) { read_probe(probe.as(), probe_bytes, sink.as<float>(), s); });
+    read_gbs = probe_bytes / ms / 1e6;
+    DeviceBuffer dst(probe_bytes / 2);
+    const double cms = median_ms(s, 10, [&](int) {
+      HAYATE_CUDA_CHECK(cudaMemcpyAsync(dst.as(), probe.as(), probe_bytes / 2, cudaMemcpyDeviceToDevice, s));
+    });
+    std::printf("device %s, %d SMs; read probe %.0f GB/s; D2D copy %.0f GB/s read+written\n", prop.name,
+                prop.multiProcessorCount, read_gbs, probe_bytes / cms / 1e6);
+  }
+
+  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o_proj", 4096, 4096}, {"gate_up", 28672, 4096},
+                          {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
+  const std::vector<Variant> variants = {store_variant<1, 4, 1>(), store_variant<1, 8, 1>(),
+                                         store_variant<2, 4, 1>(), store_variant<2, 8, 1>(),
+                                         store_variant<4, 4, 1>(), store_variant<1, 8, 2>(),
+                                         store_variant<2, 4, 4>(), store_variant<1, 4, 8>()};
+  std::mt19937_64 rng(7);
+  std::printf("\n%-8s %-14s %9s %9s %6s %9s\n", "shape", "variant", "us", "GB/s", "%read", "max_err");
+  for (const Shape& sh : shapes) {
+    const size_t n = size_t(sh.rows) * sh.K, bytes = n * sizeof(T);
+    const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));
+    const float scale = 1.0f / std::sqrt(float(sh.K));
+    DeviceBuffer W(bytes * copies), x(sh.K * 4), y(size_t(sh.rows) * 4 * 2), h(size_t(sh.rows) * 4),
+        normw(sh.K * 2), act(size_t(sh.rows) * 4);
+    for (int c = 0; c < copies; ++c)
+      fill_dummy(W.as<T>() + n * c, n, kSeed, 100 + c, scale, 0.0f, 0, s);
+    std::vector<float> xh(sh.K);
+    std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+    for (float& v : xh) v = ud(rng);
+    HAYATE_CUDA_CHECK(cudaMemcpy(x.as(), xh.data(), sh.K * 4, cudaMemcpyHostToDevice));
+    const std::vector<float> wh = host_weights(n, 100, scale);  // copy 0
+    std::vector<float> ref(sh.rows);
+    cpu::matmul(wh.data(), xh.data(), ref.data(), 1, sh.rows, sh.K);
+    const double moved = double(bytes) + sh.K * 4.0 + sh.rows * 4.0;
+    auto report = [&](const std::string& name, double ms, double err) {
+      const double gbs = moved / ms / 1e6;
+      std::printf("%-8s %-14s %9.1f %9.0f %5.1f%% %9.2e%s\n", sh.name, name.c_str(), ms * 1e3, gbs,
+                  100 * gbs / read_gbs, err, err < 2e-3 ? "" : "  WRONG");
+    };
+    for (const Variant& v : variants) {
+      HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));  // poison
+      v.run(W.as<T>(), sh.rows, sh.K, x.as<float>(), y.as<float>(), s);
+      std::vector<float> got(sh.rows);
+      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), y.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
+      const double err = max_rel(got, ref);
+      const double ms = median_ms(s, 30, [&](int i) {
+        v.run(W.as<T>() + n * (i % copies), sh.rows, sh.K, x.as<float>(), y.as<float>(), s);
+      });
+      report(v.name, ms, err);
+    }
+    // The production launcher of this shape (fused epilogue), timed the same way.
+    std::function<void(int)> prod;
+    if (std::string(sh.name) == "gate_up") {
+      std::vector<half> onesh(sh.K, __float2half(1.0f));
+      HAYATE_CUDA_CHECK(cudaMemcpy(normw.as(), onesh.data(), sh.K * 2, cudaMemcpyHostToDevice));
+      prod = [&](int i) {
+        gemv_gate_up<T>(W.as<T>() + n * (i % copies), sh.rows / 2, sh.K, x.as<float>(), normw.as<T>(),
+                        1e-5f, act.as<float>(), s, false);
+      };
+    } else if (std::string(sh.name) == "o_proj" || std::string(sh.name) == "down") {
+      prod = [&](int i) {
+        gemv_residual<T>(W.as<T>() + n * (i % copies), sh.rows, sh.K, x.as<float>(), h.as<float>(), s, false);
+      };
+    } else {
+      prod = [&](int i) {
+        gemv<T>(W.as<T>() + n * (i % copies), sh.rows, sh.K, x.as<float>(), nullptr, 0.0f,
+                y.as<float>(), s, false);
+      };
+    }
+    // Check the production path where its output is directly comparable.
+    double err = 0;
+    if (std::string(sh.name) == "gate_up") {
+      // act = silu(Wg n) * (Wu n), n = rmsnorm(x) with unit weights.
+      std::vector<float> xn(sh.K), gu(sh.rows), want(sh.rows / 2), got(sh.rows / 2), ones(sh.K, 1.0f);
+      cpu::rmsnorm(xh.data(), ones.data(), xn.data(), 1, sh.K, 1e-5f);
+      cpu::matmul(wh.data(), xn.data(), gu.data(), 1, sh.rows, sh.K);
+      cpu::silu_mul(gu.data(), want.data(), 1, sh.rows / 2);
+      HAYATE_CUDA_CHECK(cudaMemset(act.as(), 0xff, sh.rows * 2));
+      prod(0);
+      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), act.as(), sh.rows * 2, cudaMemcpyDeviceToHost));
+      err = max_rel(got, want);
+    } else if (std::string(sh.name) == "o_proj" || std::string(sh.name) == "down") {
+      HAYATE_CUDA_CHECK(cudaMemset(h.as(), 0, sh.rows * 4));
+      prod(0);
+      std::vector<float> got(sh.rows);
+      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), h.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
+      err = max_rel(got, ref);
+    } else {
+      HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));
+      prod(0);
+      std::vector<float> got(sh.rows);
+      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), y.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
+      err = max_rel(got, ref);
+    }
+    report("production", median_ms(s, 30, prod), err);
+  }
+  std::printf("\nmax_err: max |gpu - cpu| / (|ref| + 1e-2 max|ref|); under 2e-3 passes (fp32 sums in another order).\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace hayate::cuda
+
+int main() { return hayate::cuda::run(); }
