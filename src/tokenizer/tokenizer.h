@@ -20,15 +20,31 @@ struct ChatMessage {
 class Tokenizer {
  public:
   // Reads dir/tokenizer.json and, if present, dir/tokenizer_config.json.
+  // Supports BPE models: byte-level (Llama 3) and SentencePiece-style
+  // (Metaspace / Prepend+Replace, byte_fallback: Llama 2, Mistral,
+  // TinyLlama). A malformed file or an unsupported normalizer, pre-tokenizer,
+  // model, post-processor or decoder type throws Error naming it.
   static Tokenizer load(const std::string& dir);
+  // The same from the files' contents (config_json may be empty).
+  static Tokenizer from_json(const std::string& tokenizer_json, const std::string& config_json);
   ~Tokenizer();
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
   // add_special_tokens as HF: applies the post-processor (BOS for Llama 3).
+  // Added/special tokens written in the text are always recognised (HF's
+  // default). Invalid UTF-8 in text is not rejected: each ill-formed
+  // subsequence is replaced by U+FFFD first (as Python's errors="replace"
+  // would before text could reach HF), so the result is the encoding of
+  // that repaired string. Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
-  // Throws Error for ids out of range.
+  // As the tokenizer.json decoder (HF tokenizers' decode; transformers'
+  // clean_up_tokenization_spaces is not applied, so decode(encode(x)) == x).
+  // Ill-formed byte sequences come out as U+FFFD. Throws Error for ids
+  // outside [0, vocab_size()).
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
+  // The decoder's raw bytes, possibly not valid UTF-8 (for StreamDecoder).
+  std::string decode_bytes(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   int32_t vocab_size() const;
   std::optional<int32_t> bos_id() const;
@@ -40,6 +56,16 @@ class Tokenizer {
   // model has no template or it uses an unsupported construct.
   std::string apply_chat_template(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt = true) const;
+  // The same with messages as a JSON array (tool calls and other fields
+  // pass through) and extra template variables as a JSON object (tools,
+  // date_string, ...).
+  std::string apply_chat_template_json(const std::string& messages_json,
+                                       bool add_generation_prompt,
+                                       const std::string& extra_vars_json = "") const;
+  bool has_chat_template() const;
+  const std::string& chat_template() const;
+  // Replaces the template (e.g. one given on the command line).
+  void set_chat_template(std::string jinja_source);
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
@@ -58,10 +84,14 @@ class StreamDecoder {
   std::string flush();           // whatever remains (invalid bytes as U+FFFD)
 
  private:
+  // ids_ is a sliding window: its first context_ ids were fully emitted and
+  // stay only as left context (decoders treat the first token specially);
+  // emitted_bytes_ counts the window's decoded bytes already returned.
   const Tokenizer& tok_;
   bool skip_special_;
   std::vector<int32_t> ids_;
   size_t emitted_bytes_ = 0;
+  size_t context_ = 0;
 };
 
 }  // namespace hayate

@@ -1,0 +1,35 @@
+// Parity with tokenizers.js (which matches HF tokenizers) on the committed
+// corpus: node computes the expected ids at test time.
+#include "tok_test_util.h"
+
+namespace hayate::test {
+namespace {
+
+void check_parity(const Tokenizer& tok, const std::string& model) {
+  std::string corpus = data_dir() + "/corpus.jsonl";
+  auto texts = json_lines(slurp(corpus));
+  ASSERT_GE(texts.size(), 300u);
+  auto expected = json_lines(run_command("node " + oracle_dir() + "/tokenize_oracle.mjs " + model +
+                                         " " + corpus));
+  ASSERT_EQ(expected.size(), texts.size());
+  int mismatches = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::string text = texts[i].get<std::string>();
+    auto bos = tok.encode(text, true);
+    auto plain = tok.encode(text, false);
+    bool ok = bos == expected[i]["bos"].get<std::vector<int32_t>>() &&
+              plain == expected[i]["plain"].get<std::vector<int32_t>>();
+    EXPECT_TRUE(ok) << model << " line " << i + 1 << ": " << nlohmann::json(text).dump()
+                    << "\n ours:   " << nlohmann::json(plain).dump()
+                    << "\n oracle: " << expected[i]["plain"].dump();
+    mismatches += !ok;
+    EXPECT_EQ(tok.decode(plain), expected[i]["decoded"].get<std::string>()) << "line " << i + 1;
+    EXPECT_EQ(tok.decode(plain), text) << "round trip, line " << i + 1;
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(Parity, Llama3CorpusMatchesTokenizersJs) { check_parity(llama3(), "llama3_1"); }
+
+}  // namespace
+}  // namespace hayate::test
