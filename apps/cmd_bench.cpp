@@ -57,13 +57,26 @@ void run_bench_command(const BenchArgs& a) {
   opt.record_ids = !a.no_ids;
   HAYATE_CHECK(a.max_new_tokens > 0 || a.max_length > 1, "--max-length must be > 1");
 
+  // The tokenizer first, and the prompts against max_length with it: bad
+  // lengths and unknown dummy names fail before any weight is made.
+  auto tt = std::chrono::steady_clock::now();
+  std::unique_ptr<Tokenizer> tok = load_tokenizer_only(a.model);
+  double tokenizer_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tt).count();
+  for (const auto& p : w.prompts)
+    (void)bench::new_tokens_for(opt, int(bench::prompt_ids(*tok, p, opt.chat).size()));
+
+  // Then the model and backend, as load() does, reusing this tokenizer.
   const std::string backend_name = resolve_backend(a.model);
   const std::string spec = resolve_model(a.model, backend_name);
   std::cerr << "hayate bench: loading " << spec << " on " << backend_name << "\n" << std::flush;
   auto t0 = std::chrono::steady_clock::now();
-  Loaded loaded = load(a.model);
+  Model model = load_model(spec, a.model.seed, assets_dir());
+  BackendOptions bopt;
+  bopt.max_context = a.model.max_context;
+  bopt.dtype = parse_dtype(a.model.dtype);
+  std::unique_ptr<Backend> backend_ptr = make_backend(backend_name, model, bopt);
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Backend& backend = *loaded.backend;
+  Backend& backend = *backend_ptr;
 
   double bw = backend.measure_read_bandwidth_gbs();
   std::cerr << "hayate bench: loaded in " << load_s << " s";
@@ -71,7 +84,7 @@ void run_bench_command(const BenchArgs& a) {
   std::cerr << "\n" << std::flush;
 
   bench::BenchResult r =
-      bench::run_bench(backend, *loaded.tokenizer, w, opt, since_start, &std::cerr);
+      bench::run_bench(backend, *tok, w, opt, since_start, &std::cerr);
   DeviceInfo di = backend.device_info();
   r.engine = "hayate";
   r.engine_version = bench::hayate_version();
@@ -88,6 +101,7 @@ void run_bench_command(const BenchArgs& a) {
   r.model.dtype = backend.name() == "cpu" ? "float32" : a.model.dtype;
   r.model.seed = a.model.seed;
   r.model.weight_bytes_per_token = backend.weight_bytes_per_token();
+  r.startup.tokenizer_s = tokenizer_s;
   r.startup.load_s = load_s;
   if (bw > 0.0) r.startup.read_bandwidth_gbs = bw;
   if (!have_proc) r.notes.push_back("process start unknown (/proc): times since the command began");

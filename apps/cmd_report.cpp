@@ -1,7 +1,5 @@
 // `hayate report`: the article's comparison table over bench results (hayate
 // and the HF baselines, same JSON schema), and optionally its per-run chart.
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>

@@ -117,7 +117,8 @@ json to_json(const BenchResult& r) {
         {"timer", str_or_null(r.workload.timer)},
         {"timed_region", str_or_null(r.workload.timed_region)}}},
       {"startup",
-       {{"load_s", opt(r.startup.load_s)},
+       {{"tokenizer_s", opt(r.startup.tokenizer_s)},
+        {"load_s", opt(r.startup.load_s)},
         {"read_bandwidth_gbs", opt(r.startup.read_bandwidth_gbs)},
         {"first_token_s", opt(r.startup.first_token_s)},
         {"first_request_done_s", opt(r.startup.first_request_done_s)}}},
@@ -239,6 +240,7 @@ BenchResult result_from_json(const json& j, const std::string& source) {
 
   if (j.contains("startup") && !j["startup"].is_null()) {
     const json& st = rd.object(j, "startup");
+    r.startup.tokenizer_s = rd.num(st, "tokenizer_s");
     r.startup.load_s = rd.num(st, "load_s");
     r.startup.read_bandwidth_gbs = rd.num(st, "read_bandwidth_gbs");
     r.startup.first_token_s = rd.num(st, "first_token_s");

@@ -68,6 +68,7 @@ struct WorkloadInfo {
 };
 
 struct Startup {
+  std::optional<double> tokenizer_s;           // tokenizer.json parsed and ready
   std::optional<double> load_s;                // model + backend (weights made or read)
   std::optional<double> read_bandwidth_gbs;    // measured at start; absent on cpu
   std::optional<double> first_token_s;         // process start to the first sampled id

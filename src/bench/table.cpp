@@ -168,7 +168,8 @@ void print_bench(std::ostream& out, const BenchResult& r) {
     out << "floor per request: " << fmt(s.floor_request_s, 3) << " s (weights / bandwidth x new "
         << "tokens) vs measured " << fmt(s.mean_s ? s.mean_s : s.median_s, 3) << " s\n";
   out << "start to first token: " << fmt(r.startup.first_token_s, 2) << " s since process start"
-      << " (load " << fmt(r.startup.load_s, 2) << " s)\n";
+      << " (tokenizer " << fmt(r.startup.tokenizer_s, 2) << " s, model and backend "
+      << fmt(r.startup.load_s, 2) << " s)\n";
   for (const auto& n : r.notes) out << "note: " << n << "\n";
 }
 

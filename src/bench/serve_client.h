@@ -1,0 +1,99 @@
+// The serving benchmark (`hayate bench --mode serve`): a client that sends
+// streaming /v1/completions requests to any OpenAI-compatible server
+// (hayate serve, vLLM, llama-server) and measures it the way `vllm bench
+// serve` does:
+//   TTFT  = first chunk carrying choices - request sent
+//   ITL   = gaps between consecutive chunks carrying choices (all requests pooled)
+//   TPOT  = (E2E - TTFT) / (output_tokens - 1), one value per request with > 1 token
+//   E2E   = last chunk carrying choices - request sent
+//   request throughput = completed / duration, output throughput = output tokens / duration
+// output_tokens is the server's usage.completion_tokens (stream_options.include_usage).
+// Arrivals: Poisson at request_rate (exponential gaps, seeded), or all at once
+// for inf; at most max_concurrency requests in flight (0 = no bound).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace hayate::bench {
+
+inline constexpr const char* kServeSchemaName = "hayate-bench-serve";
+inline constexpr int kServeSchemaVersion = 1;
+
+struct ServeBenchOptions {
+  std::string endpoint;              // http://HOST:PORT/v1 (https:// also works)
+  std::string model;                 // empty: the first id of GET {endpoint}/models
+  std::string api_key;               // sent as Authorization: Bearer KEY when set
+  int num_prompts = 100;
+  int input_len = 128;               // prompt tokens (ids) or words (words)
+  int output_len = 128;              // max_tokens, with ignore_eos so every request makes them all
+  double request_rate = std::numeric_limits<double>::infinity();  // requests/s
+  int max_concurrency = 0;           // 0: no bound
+  std::string prompt_kind = "ids";   // ids: random token ids; words: random English words
+  int id_low = 1000, id_high = 30000;  // ids drawn from [id_low, id_high): inside any Llama vocab
+  uint64_t seed = 0;                 // prompts and arrival times
+  double request_timeout_s = 600.0;
+};
+
+struct ServeRequestRecord {
+  int index = 0;
+  int prompt_tokens = 0;    // usage.prompt_tokens (0 when the server sent no usage)
+  int output_tokens = 0;    // usage.completion_tokens, else the number of chunks
+  double send_s = 0.0;      // when it was sent, from the benchmark start
+  double latency_s = 0.0;   // E2E
+  std::optional<double> ttft_s;
+  std::optional<double> tpot_s;
+  std::vector<double> itl_s;
+  std::string error;        // non-empty: failed (HTTP status, error event, transport)
+  bool ok() const { return error.empty(); }
+};
+
+struct LatencyStats {
+  double mean = 0, median = 0, p99 = 0, std = 0;
+};
+
+struct ServeBenchSummary {
+  int completed = 0;
+  int failed = 0;
+  double duration_s = 0.0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double request_throughput = 0.0;      // completed / duration
+  double output_throughput = 0.0;       // output tokens / duration
+  double total_token_throughput = 0.0;  // (input + output) / duration
+  int max_concurrent = 0;               // most requests in flight at once (observed)
+  std::optional<LatencyStats> ttft_ms, tpot_ms, itl_ms, e2el_ms;
+};
+
+struct ServeBenchResult {
+  int schema_version = kServeSchemaVersion;
+  std::string created_utc;
+  std::string engine_version;  // of the client
+  std::string commit;          // of the client
+  std::string server_model;    // the model name the requests used
+  ServeBenchOptions options;
+  std::vector<ServeRequestRecord> requests;
+  ServeBenchSummary summary;
+  std::vector<std::string> notes;
+};
+
+// Runs the benchmark. Throws Error for bad options or when the endpoint
+// cannot be reached at all (the model lookup fails); failures of single
+// requests are recorded, not thrown. Progress lines go to `progress` when given.
+ServeBenchResult run_serve_bench(const ServeBenchOptions& opt, std::ostream* progress);
+
+// The summary from the request records (vLLM's definitions, above).
+ServeBenchSummary summarize_serve(const std::vector<ServeRequestRecord>& requests,
+                                  double duration_s);
+
+nlohmann::json to_json(const ServeBenchResult& r);
+// The table `vllm bench serve` prints, with the same row names.
+std::string format_serve(const ServeBenchResult& r);
+
+}  // namespace hayate::bench

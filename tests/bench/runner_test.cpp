@@ -1,0 +1,196 @@
+// The runner on a scripted backend: its forward_sample returns a fixed id
+// sequence and advances a fake device clock (prefill 10 ms, 2 ms per decode
+// step), and its timers read that clock, so every timing is exact.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "bench/runner.h"
+#include "core/check.h"
+#include "engine/backend.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hayate::bench {
+namespace {
+
+constexpr int32_t kEos = 128009;
+
+class FakeClockTimer final : public RegionTimer {
+ public:
+  explicit FakeClockTimer(const double& clock_ms) : clock_(clock_ms) {}
+  void start() override { start_ = clock_; }
+  double stop_ms() override { return clock_ - start_; }
+
+ private:
+  const double& clock_;
+  double start_ = 0.0;
+};
+
+class ScriptedBackend final : public Backend {
+ public:
+  ScriptedBackend() {
+    config_.vocab_size = 128256;
+    config_.eos_ids = {kEos};
+  }
+  std::string name() const override { return "cpu"; }
+  const ModelConfig& config() const override { return config_; }
+  int max_context() const override { return 64; }
+  void forward(std::span<const int32_t>, int, std::span<float>, bool) override {
+    fail("the runner must go through forward_sample");
+  }
+  int32_t forward_sample(std::span<const int32_t> tokens, int pos, const SamplingParams& p,
+                         uint64_t step) override {
+    EXPECT_TRUE(p.greedy());
+    if (pos == 0) {
+      ++requests;
+      if (requests == fail_on_request) fail("scripted device fault");
+      prompt_lengths.push_back(int(tokens.size()));
+      clock_ms += 10.0;
+    } else {
+      EXPECT_EQ(tokens.size(), 1u);
+      clock_ms += 2.0;
+    }
+    // The eos id comes third: only ignore_eos carries the request past it.
+    return step == 2 ? kEos : int32_t(1000 + step);
+  }
+  std::unique_ptr<RegionTimer> make_timer() override {
+    return std::make_unique<FakeClockTimer>(clock_ms);
+  }
+  double weight_bytes_per_token() const override { return 1e6; }
+
+  double clock_ms = 0.0;
+  int requests = 0;
+  int fail_on_request = -1;
+  std::vector<int> prompt_lengths;
+
+ private:
+  ModelConfig config_;
+};
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tok_ = new Tokenizer(Tokenizer::load(std::string(HAYATE_ASSETS_DIR) + "/llama3_1"));
+  }
+  static void TearDownTestSuite() {
+    delete tok_;
+    tok_ = nullptr;
+  }
+  static Tokenizer* tok_;
+};
+Tokenizer* RunnerTest::tok_ = nullptr;
+
+TEST_F(RunnerTest, MaxLengthSemanticsIgnoreEosAndExactTimings) {
+  ScriptedBackend be;
+  Workload w = make_workload("same", 3);
+  BenchOptions opt;
+  opt.max_length = 20;
+  int prompt_len = int(tok_->encode(w.prompts[0]).size());
+  ASSERT_LT(prompt_len, 20);
+  std::ostringstream progress;
+  int calls = 0;
+  BenchResult r = run_bench(be, *tok_, w, opt, [&] { return double(++calls); }, &progress);
+
+  ASSERT_EQ(r.runs.size(), 3u);
+  EXPECT_EQ(be.requests, 3);
+  int n = 20 - prompt_len;
+  for (const auto& run : r.runs) {
+    EXPECT_TRUE(run.ok());
+    EXPECT_EQ(run.prompt_tokens, prompt_len);
+    EXPECT_EQ(run.new_tokens, n);
+    EXPECT_EQ(run.finish, "length");
+    EXPECT_DOUBLE_EQ(*run.prefill_ms, 10.0);
+    EXPECT_DOUBLE_EQ(run.seconds, (10.0 + 2.0 * (n - 1)) * 1e-3);
+    EXPECT_DOUBLE_EQ(*run.decode_ms_per_token, 2.0);
+    ASSERT_EQ(run.output_ids.size(), size_t(n));
+    EXPECT_EQ(run.output_ids[2], kEos);
+    EXPECT_EQ(run.output_ids[3], 1003);
+  }
+  EXPECT_EQ(r.runs[2].run, 3);
+  EXPECT_EQ(be.prompt_lengths, std::vector<int>(3, prompt_len));
+  // since_start is read at the first token of run 1, then at its end.
+  EXPECT_DOUBLE_EQ(*r.startup.first_token_s, 1.0);
+  EXPECT_DOUBLE_EQ(*r.startup.first_request_done_s, 2.0);
+  EXPECT_EQ(*r.workload.max_length, 20);
+  EXPECT_TRUE(r.workload.ignore_eos);
+  EXPECT_NE(progress.str().find("run 3/3"), std::string::npos);
+}
+
+TEST_F(RunnerTest, RespectEosStopsTheRequest) {
+  ScriptedBackend be;
+  BenchOptions opt;
+  opt.max_new_tokens = 10;
+  opt.respect_eos = true;
+  BenchResult r = run_bench(be, *tok_, make_workload("same", 1), opt, {}, nullptr);
+  ASSERT_EQ(r.runs.size(), 1u);
+  EXPECT_EQ(r.runs[0].new_tokens, 3);  // 1000, 1001, eos
+  EXPECT_EQ(r.runs[0].finish, "stop");
+  EXPECT_FALSE(r.workload.max_length.has_value());
+  EXPECT_EQ(*r.workload.max_new_tokens, 10);
+}
+
+TEST_F(RunnerTest, WarmupIsUntimedAndVariedCycles) {
+  ScriptedBackend be;
+  BenchOptions opt;
+  opt.max_new_tokens = 4;
+  opt.warmup = 2;
+  Workload w = make_workload("varied", 0);
+  BenchResult r = run_bench(be, *tok_, w, opt, {}, nullptr);
+  EXPECT_EQ(be.requests, 2 + 11);
+  ASSERT_EQ(r.runs.size(), 11u);
+  for (size_t i = 0; i < 11; ++i) {
+    EXPECT_EQ(r.runs[i].prompt_index, int(i));
+    EXPECT_EQ(r.runs[i].prompt_tokens, int(tok_->encode(w.prompts[i]).size()));
+  }
+  EXPECT_EQ(r.workload.warmup, 2);
+}
+
+TEST_F(RunnerTest, AFailingRunIsRecordedAndTheRestGoOn) {
+  ScriptedBackend be;
+  be.fail_on_request = 2;
+  BenchOptions opt;
+  opt.max_new_tokens = 4;
+  BenchResult r = run_bench(be, *tok_, make_workload("same", 3), opt, {}, nullptr);
+  ASSERT_EQ(r.runs.size(), 3u);
+  EXPECT_TRUE(r.runs[0].ok());
+  EXPECT_FALSE(r.runs[1].ok());
+  EXPECT_NE(r.runs[1].error.find("scripted device fault"), std::string::npos);
+  EXPECT_TRUE(r.runs[2].ok());
+  EXPECT_EQ(summarize(r).runs_ok, 2);
+}
+
+TEST_F(RunnerTest, BadLengthsFailBeforeAnyRequest) {
+  ScriptedBackend be;
+  BenchOptions small;
+  small.max_length = 5;  // shorter than the prompt
+  EXPECT_THROW(run_bench(be, *tok_, make_workload("same", 1), small, {}, nullptr), Error);
+  BenchOptions too_long;
+  too_long.max_new_tokens = 60;  // prompt + 60 > the 64-token context
+  EXPECT_THROW(run_bench(be, *tok_, make_workload("same", 1), too_long, {}, nullptr), Error);
+  EXPECT_EQ(be.requests, 0);
+}
+
+TEST_F(RunnerTest, ChatPromptsGoThroughTheTemplate) {
+  const std::string p = "なぜ犬はこんなにもかわいいの?";
+  auto plain = prompt_ids(*tok_, p, false);
+  auto chat = prompt_ids(*tok_, p, true);
+  EXPECT_EQ(plain, tok_->encode(p, true));
+  EXPECT_EQ(chat, tok_->encode(tok_->apply_chat_template({{"user", p}}, true), false));
+  EXPECT_GT(chat.size(), plain.size());
+  ASSERT_TRUE(tok_->bos_id().has_value());
+  EXPECT_EQ(chat.front(), *tok_->bos_id());  // the template writes BOS once
+  EXPECT_NE(chat[1], *tok_->bos_id());
+}
+
+TEST(NewTokens, HfMaxLengthSemantics) {
+  BenchOptions opt;
+  EXPECT_EQ(new_tokens_for(opt, 11), 117);  // the article: max_length 128, 11-token prompt
+  opt.max_new_tokens = 50;
+  EXPECT_EQ(new_tokens_for(opt, 11), 50);
+  opt.max_new_tokens = 0;
+  opt.max_length = 11;
+  EXPECT_THROW(new_tokens_for(opt, 11), Error);
+}
+
+}  // namespace
+}  // namespace hayate::bench
