@@ -33,6 +33,7 @@ struct ServeArgs {
   size_t max_body_bytes = 16u << 20;
   size_t max_connections = 2048;
   double shutdown_grace_s = 30.0;
+  int keep_alive_timeout_s = 5;
   int max_n = 16;
 };
 
@@ -66,6 +67,7 @@ int run_serve(const ServeArgs& a) {
   so.max_queued = a.max_queued;
   so.max_body_bytes = a.max_body_bytes;
   so.max_connections = a.max_connections;
+  so.keep_alive_timeout_s = a.keep_alive_timeout_s;
   so.limits.max_n = a.max_n;
   server::OpenAIServer srv(so);
   const int port = srv.listen();
@@ -142,6 +144,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-connections", args->max_connections,
                   "connection threads; more connections wait")
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", args->keep_alive_timeout_s,
+                  "seconds an idle connection stays open (also bounds the wait at shutdown)")
       ->capture_default_str();
   cmd->add_option("--max-n", args->max_n, "most choices (n) per request")->capture_default_str();
   cmd->add_option("--shutdown-grace", args->shutdown_grace_s,

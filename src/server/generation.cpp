@@ -268,7 +268,11 @@ struct StreamWriter {
       out += sse(ApiError(500, cat("generation failed: ", e.error)).to_json());
       return out;
     }
-    if (e.text.empty() && !e.finished) return out;
+    // Completions send one chunk per token event even when its text is held
+    // back (a partial UTF-8 character, a possible stop string), as vLLM
+    // does, so clients that time chunks see every token; chat skips empty deltas.
+    const bool chat = call->req.endpoint == Endpoint::kChat;
+    if (!e.finished && (chat ? e.text.empty() : e.token_ids.empty())) return out;
     std::string_view reason = finish_reason_name(e.finish);
     std::string reason_s(reason);
     json j = chunk_base();

@@ -166,12 +166,15 @@ OpenAIServer::OpenAIServer(ServerOptions options)
   Impl& s = *impl_;
   HAYATE_CHECK(!s.opt.served_model_names.empty(), "serve: no served model name");
   HAYATE_CHECK(s.opt.max_queued >= 0, "--max-queued must be >= 0");
+  HAYATE_CHECK(s.opt.keep_alive_timeout_s >= 1, "--keep-alive-timeout must be >= 1");
+  HAYATE_CHECK(s.opt.max_connections >= 1, "--max-connections must be >= 1");
   s.limits = s.opt.limits;
   s.id_nonce = mix64(uint64_t(std::time(nullptr)) ^ uint64_t(reinterpret_cast<uintptr_t>(&s)));
   const size_t max_threads = s.opt.max_connections;
   s.http.new_task_queue = [max_threads] { return new GrowingThreadPool(max_threads); };
   s.http.set_payload_max_length(s.opt.max_body_bytes);
   s.http.set_keep_alive_max_count(1000);
+  s.http.set_keep_alive_timeout(s.opt.keep_alive_timeout_s);
   s.http.set_read_timeout(10, 0);
   s.http.set_write_timeout(10, 0);
   s.http.set_tcp_nodelay(true);  // SSE chunks are small; do not wait to coalesce them

@@ -36,6 +36,9 @@ struct ServerOptions {
   int max_queued = 256;
   size_t max_body_bytes = 16u << 20;  // larger bodies get 413
   size_t max_connections = 2048;      // connection threads; more connections wait
+  // Idle keep-alive connections close after this; it also bounds how long
+  // shutdown waits for them once requests are done.
+  int keep_alive_timeout_s = 5;
   Limits limits;                      // n, stop and logprob bounds (model fields set by set_ready)
 };
 

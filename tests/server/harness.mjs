@@ -1,0 +1,106 @@
+// Starts the built `hayate serve` (HAYATE_BIN) on a free loopback port
+// (--port 0; the server prints the port it bound), waits for /health, and
+// stops it with a signal. The official openai client comes from
+// tests/oracle/node_modules (ESM ignores NODE_PATH, so it is required from there).
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+
+const oracleRequire = createRequire(new URL('../oracle/package.json', import.meta.url));
+export const OpenAI = oracleRequire('openai');
+
+const BIN = process.env.HAYATE_BIN;
+if (!BIN) throw new Error('HAYATE_BIN must name the hayate binary');
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Options: args (extra CLI flags), ready (wait for /health 200; default true),
+// timeoutMs (startup bound).
+export async function startServer({ args = [], ready = true, timeoutMs = 90000 } = {}) {
+  const proc = spawn(BIN, ['serve', '--model', 'dummy:tiny', '--backend', 'cpu', '--host',
+    '127.0.0.1', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = [];
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  let stdout = '';
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${stdout}`)), timeoutMs);
+    proc.stdout.on('data', (d) => {
+      stdout += d;
+      out.push(String(d));
+      const m = /listening on (http:\/\/[0-9.]+:\d+)/.exec(stdout);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    proc.stderr.on('data', (d) => out.push(String(d)));
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}: ${out.join('')}`)); });
+  });
+  const server = {
+    url,
+    base: `${url}/v1`,
+    proc,
+    exited,
+    output: () => out.join(''),
+    // Sends `signal` and resolves to {code, signal, ms} once the process exits.
+    async stop(signal = 'SIGTERM') {
+      const t0 = Date.now();
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      const r = await exited;
+      return { ...r, ms: Date.now() - t0 };
+    },
+    client(opts = {}) {
+      return new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000, ...opts });
+    },
+  };
+  if (ready) await waitHealthy(url, timeoutMs);
+  return server;
+}
+
+export async function waitHealthy(url, timeoutMs = 90000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const r = await fetch(`${url}/health`);
+      if (r.status === 200) return;
+    } catch { /* not accepting yet */ }
+    await sleep(50);
+  }
+  throw new Error(`${url}/health did not turn 200`);
+}
+
+// POSTs a JSON (or raw string) body; returns {status, headers, json, text}.
+export async function post(url, body, headers = {}) {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, headers: r.headers, json, text };
+}
+
+// Reads /metrics into {name -> value} for unlabelled samples and
+// {name{labels} -> value} for labelled ones.
+export async function metrics(url) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const m = {};
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    m[line.slice(0, i)] = Number(line.slice(i + 1));
+  }
+  return m;
+}
+
+// Asserts the OpenAI error shape and returns the inner error.
+export function errorOf(res, assert, status) {
+  assert.equal(res.status, status, res.text);
+  assert.ok(res.json && typeof res.json.error === 'object', `not an error body: ${res.text}`);
+  const e = res.json.error;
+  assert.equal(typeof e.message, 'string');
+  assert.ok(e.message.length > 0);
+  assert.equal(typeof e.type, 'string');
+  assert.ok('param' in e && 'code' in e, `param/code missing: ${res.text}`);
+  return e;
+}
+
+export { sleep };

@@ -1,0 +1,174 @@
+// Request validation without HTTP: parse_request on JSON bodies with the real
+// Llama 3.1 tokenizer (assets/llama3_1), limits of a 4096-token model.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/api_error.h"
+#include "server/protocol.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hayate::server {
+namespace {
+
+using nlohmann::json;
+
+class ProtocolTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tok_ = new Tokenizer(Tokenizer::load(std::string(HAYATE_ASSETS_DIR) + "/llama3_1"));
+  }
+  static void TearDownTestSuite() {
+    delete tok_;
+    tok_ = nullptr;
+  }
+
+  GenRequest parse(const json& body, Endpoint e = Endpoint::kCompletions,
+                   const GenerationDefaults& d = {}) {
+    return parse_request(body, e, limits_, d, *tok_, {"m", "alias"});
+  }
+  // The ApiError parse throws (fails the test when it does not throw).
+  ApiError error_of(const json& body, Endpoint e = Endpoint::kCompletions) {
+    try {
+      parse(body, e);
+    } catch (const ApiError& err) {
+      return err;
+    }
+    ADD_FAILURE() << "accepted: " << body.dump();
+    return ApiError(0, "");
+  }
+
+  static Tokenizer* tok_;
+  Limits limits_{4096, 128256};
+};
+Tokenizer* ProtocolTest::tok_ = nullptr;
+
+TEST_F(ProtocolTest, CompletionDefaultsAndFields) {
+  GenRequest r = parse({{"prompt", "Hello world"}});
+  EXPECT_EQ(r.prompt_ids, tok_->encode("Hello world", true));
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.max_tokens, 16);  // OpenAI's legacy completions default, as vLLM
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.seeded);
+  EXPECT_EQ(r.n, 1);
+
+  r = parse({{"model", "alias"}, {"prompt", json::array({1, 2, 3})}, {"max_tokens", 7},
+             {"temperature", 0}, {"top_p", 0.5}, {"top_k", -1}, {"min_p", 0.1}, {"seed", 9},
+             {"stop", "x"}, {"stop_token_ids", {5}}, {"n", 2}, {"stream", true},
+             {"stream_options", {{"include_usage", true}}}, {"ignore_eos", true},
+             {"echo", true}, {"presence_penalty", 0}, {"logprobs", nullptr}});
+  EXPECT_EQ(r.model, "alias");
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_TRUE(r.sampling.greedy());
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_TRUE(r.seeded);
+  EXPECT_EQ(r.sampling.seed, 9u);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(r.stop_token_ids, std::vector<int32_t>{5});
+  EXPECT_TRUE(r.stream && r.include_usage && r.ignore_eos && r.echo);
+  EXPECT_EQ(r.echo_text, tok_->decode(std::vector<int32_t>{1, 2, 3}));
+}
+
+TEST_F(ProtocolTest, ChatUsesTemplateAndFillsContext) {
+  json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  GenRequest r = parse({{"messages", messages}}, Endpoint::kChat);
+  std::string rendered = tok_->apply_chat_template({{"user", "Hi"}}, true);
+  EXPECT_EQ(r.prompt_ids, tok_->encode(rendered, false));
+  EXPECT_EQ(r.max_tokens, 4096 - int(r.prompt_ids.size()));
+  // Content given as text parts joins them.
+  json parts = json::array({{{"role", "user"},
+                             {"content", json::array({{{"type", "text"}, {"text", "H"}},
+                                                      {{"type", "text"}, {"text", "i"}}})}}});
+  EXPECT_EQ(parse({{"messages", parts}}, Endpoint::kChat).prompt_ids, r.prompt_ids);
+  EXPECT_EQ(parse({{"messages", messages}, {"max_completion_tokens", 3}}, Endpoint::kChat)
+                .max_tokens,
+            3);
+}
+
+TEST_F(ProtocolTest, GenerationConfigDefaults) {
+  auto dir = std::filesystem::temp_directory_path() / "hayate_protocol_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "generation_config.json")
+      << R"({"temperature": 0.6, "top_p": 0.9, "top_k": 20, "max_new_tokens": 5, "eos_token_id": 1})";
+  GenerationDefaults d = GenerationDefaults::load(dir.string());
+  GenRequest r = parse({{"prompt", "a"}}, Endpoint::kCompletions, d);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 20);
+  EXPECT_EQ(r.max_tokens, 5);
+  r = parse({{"prompt", "a"}, {"temperature", 0.0}, {"max_tokens", 9}}, Endpoint::kCompletions, d);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.max_tokens, 9);
+  std::ofstream(dir / "generation_config.json") << R"({"top_p": 7})";
+  EXPECT_THROW(GenerationDefaults::load(dir.string()), Error);
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(GenerationDefaults::load(dir.string()).temperature.has_value());
+}
+
+TEST_F(ProtocolTest, BadFieldsNameTheirParam) {
+  const json p = "x";
+  struct Case {
+    json body;
+    const char* param;
+  } cases[] = {
+      {{{"prompt", p}, {"temperature", -1}}, "temperature"},
+      {{{"prompt", p}, {"temperature", "1"}}, "temperature"},
+      {{{"prompt", p}, {"top_p", 0}}, "top_p"},
+      {{{"prompt", p}, {"top_p", 1.01}}, "top_p"},
+      {{{"prompt", p}, {"top_k", -3}}, "top_k"},
+      {{{"prompt", p}, {"min_p", -0.1}}, "min_p"},
+      {{{"prompt", p}, {"max_tokens", 0}}, "max_tokens"},
+      {{{"prompt", p}, {"max_tokens", 4096}}, "max_tokens"},
+      {{{"prompt", p}, {"max_tokens", 2.0}}, "max_tokens"},
+      {{{"prompt", p}, {"n", 17}}, "n"},
+      {{{"prompt", p}, {"stop", json::array({1})}}, "stop"},
+      {{{"prompt", p}, {"stop", std::vector<std::string>(17, "s")}}, "stop"},
+      {{{"prompt", p}, {"stop", std::string(300, 's')}}, "stop"},
+      {{{"prompt", p}, {"stop_token_ids", {128256}}}, "stop_token_ids"},
+      {{{"prompt", p}, {"stream_options", {{"include_usage", true}}}}, "stream_options"},
+      {{{"prompt", p}, {"logprobs", 1}}, "logprobs"},
+      {{{"prompt", p}, {"logprobs", 21}}, "logprobs"},
+      {{{"prompt", p}, {"frequency_penalty", 3}}, "frequency_penalty"},
+      {{{"prompt", p}, {"best_of", 2}}, "best_of"},
+      {{{"prompt", p}, {"seed", 18446744073709551615ull}}, "seed"},
+      {{{"prompt", json::array({1, -1})}}, "prompt"},
+      {{{"prompt", json::array({json::array({1}), json::array({2})})}}, "prompt"},
+      {{{"prompt", std::vector<int>(4096, 1)}}, "prompt"},
+      {{{"prompt", p}, {"model", "other"}}, "model"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = error_of(c.body);
+    EXPECT_EQ(e.param(), c.param) << c.body.dump().substr(0, 120) << " -> " << e.what();
+    EXPECT_EQ(e.status(), std::string(c.param) == "model" ? 404 : 400) << c.body.dump();
+  }
+  ApiError ctx = error_of({{"prompt", p}, {"max_tokens", 5000}});
+  EXPECT_NE(std::string(ctx.what()).find("maximum context length is 4096"), std::string::npos);
+  json shape = ctx.to_json();
+  EXPECT_EQ(shape["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(shape["error"]["param"], "max_tokens");
+  EXPECT_TRUE(shape["error"]["code"].is_null());
+  EXPECT_EQ(error_of({{"messages", json::array()}}, Endpoint::kChat).param(), "messages");
+  EXPECT_EQ(error_of({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"logprobs", true}},
+                     Endpoint::kChat)
+                .param(),
+            "logprobs");
+  EXPECT_THROW(parse_json_body("{\"a\": "), ApiError);
+  EXPECT_THROW(parse_json_body("[]"), ApiError);
+}
+
+TEST_F(ProtocolTest, TokenizeAndDetokenize) {
+  json t = handle_tokenize({{"prompt", "Hello"}}, limits_, *tok_);
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), tok_->encode("Hello", true));
+  EXPECT_EQ(t["count"], t["tokens"].size());
+  EXPECT_EQ(t["max_model_len"], 4096);
+  json d = handle_detokenize({{"tokens", t["tokens"]}}, limits_, *tok_);
+  EXPECT_EQ(d["prompt"], tok_->decode(t["tokens"].get<std::vector<int32_t>>()));
+  EXPECT_THROW(handle_detokenize({{"tokens", {1, 200000}}}, limits_, *tok_), ApiError);
+  EXPECT_THROW(handle_tokenize({{"prompt", 3}}, limits_, *tok_), ApiError);
+}
+
+}  // namespace
+}  // namespace hayate::server
