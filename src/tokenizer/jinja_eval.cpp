@@ -274,6 +274,16 @@ struct Scope {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+// Work limits: a template is data from a model directory, so a hostile one
+// must end with an Error rather than run for hours or fill the memory.
+constexpr int64_t kMaxSteps = 10'000'000;
+constexpr size_t kMaxBytes = 64u << 20;
+constexpr size_t kMaxItems = 1u << 20;
+
+void check_size(size_t n, size_t limit, const Expr& e) {
+  if (n > limit) error(e, "value too large (template output or list exceeds the limit)");
+}
+
 class Renderer {
  public:
   explicit Renderer(const nlohmann::json& ctx) {
@@ -297,7 +307,13 @@ class Renderer {
     return Value::undefined(n);
   }
 
+  void step(const Stmt& st) {
+    if (++steps_ > kMaxSteps) fail(cat("chat template: line ", st.line, ": too many steps (endless loop?)"));
+  }
+
   Flow exec(const Stmt& st, std::string& out) {
+    step(st);
+    if (out.size() > kMaxBytes) fail("chat template: output exceeds 64 MB");
     switch (st.kind) {
       case Stmt::kText: out += st.text; return Flow::kNormal;
       case Stmt::kOutput: out += str(eval(*st.expr)); return Flow::kNormal;
@@ -352,6 +368,7 @@ class Renderer {
     if (items.empty()) return run(st.else_body, out);
     const auto n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      step(st);
       scopes_.emplace_back();
       bind(scopes_.back(), items[i]);
       Dict loop = {{"index0", Value::integer(i)},       {"index", Value::integer(i + 1)},
@@ -419,7 +436,11 @@ class Renderer {
       }
       return Value::boolean(op == "in" ? in : !in);
     }
-    if (op == "~") return Value::str(str(a) + str(b));
+    if (op == "~") {
+      std::string x = str(a), y = str(b);
+      check_size(x.size() + y.size(), kMaxBytes, e);
+      return Value::str(x + y);
+    }
     bool num_a = a.type == Value::kInt || a.type == Value::kFloat || a.type == Value::kBool;
     bool num_b = b.type == Value::kInt || b.type == Value::kFloat || b.type == Value::kBool;
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
@@ -436,14 +457,19 @@ class Renderer {
       bool r = op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0;
       return Value::boolean(r);
     }
-    if (op == "+" && a.type == Value::kString && b.type == Value::kString) return Value::str(a.s + b.s);
+    if (op == "+" && a.type == Value::kString && b.type == Value::kString) {
+      check_size(a.s.size() + b.s.size(), kMaxBytes, e);
+      return Value::str(a.s + b.s);
+    }
     if (op == "+" && a.type == Value::kList && b.type == Value::kList) {
+      check_size(a.list->size() + b.list->size(), kMaxItems, e);
       List l = *a.list;
       l.insert(l.end(), b.list->begin(), b.list->end());
       return Value::of_list(std::move(l));
     }
     if (op == "*" && a.type == Value::kString && b.type == Value::kInt) {
       std::string s;
+      if (b.i > 0) check_size(static_cast<size_t>(std::min<int64_t>(b.i, kMaxBytes + 1)) * a.s.size(), kMaxBytes, e);
       for (int64_t k = 0; k < b.i; ++k) s += a.s;
       return Value::str(s);
     }
@@ -457,11 +483,15 @@ class Renderer {
       return Value::real(x / y);
     }
     if (ints) {
-      int64_t p = as_int(a, e), q = as_int(b, e);
-      if (op == "+") return Value::integer(p + q);
-      if (op == "-") return Value::integer(p - q);
-      if (op == "*") return Value::integer(p * q);
+      int64_t p = as_int(a, e), q = as_int(b, e), r = 0;
+      bool overflow = false;
+      if (op == "+") overflow = __builtin_add_overflow(p, q, &r);
+      else if (op == "-") overflow = __builtin_sub_overflow(p, q, &r);
+      else if (op == "*") overflow = __builtin_mul_overflow(p, q, &r);
+      if (overflow || (op == "//" && p == INT64_MIN && q == -1)) error(e, "integer overflow");
+      if (op == "+" || op == "-" || op == "*") return Value::integer(r);
       if (q == 0 && (op == "//" || op == "%")) error(e, "division by zero");
+      if (q == -1) return Value::integer(op == "//" ? -p : 0);
       int64_t fl = p / q - ((p % q != 0) && ((p < 0) != (q < 0)));  // Python floors
       if (op == "//") return Value::integer(fl);
       if (op == "%") return Value::integer(p - fl * q);
@@ -485,6 +515,7 @@ class Renderer {
   bool test(const std::string& name, const Value& v, const std::vector<Value>& args, const Expr& e);
 
   std::vector<Scope> scopes_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace

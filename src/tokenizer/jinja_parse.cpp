@@ -216,11 +216,24 @@ std::vector<Tok> lex_expr(const std::string& src, int line) {
 // ---- expression parser (Jinja's precedence: or, and, not, comparisons,
 // + -, ~, * / // %, unary -, filters and tests, postfix access)
 
+// Nesting limit: the parser and evaluator recurse, so hostile templates
+// must not be able to exhaust the stack.
+constexpr int kMaxDepth = 200;
+
 class ExprParser {
  public:
   ExprParser(const std::string& src, int line) : toks_(lex_expr(src, line)), line_(line) {}
 
+  struct Guard {
+    explicit Guard(ExprParser& p) : p_(p) {
+      if (++p_.depth_ > kMaxDepth) syntax(p_.line_, "expression nested too deeply");
+    }
+    ~Guard() { --p_.depth_; }
+    ExprParser& p_;
+  };
+
   ExprPtr expression() {
+    Guard g(*this);
     ExprPtr e = or_expr();
     if (peek_name("if")) {
       ++pos_;
@@ -288,6 +301,7 @@ class ExprParser {
     return e;
   }
   ExprPtr not_expr() {
+    Guard g(*this);
     if (peek_name("not")) {
       ++pos_;
       auto e = make(Expr::kNot);
@@ -349,6 +363,7 @@ class ExprParser {
     return e;
   }
   ExprPtr unary() {
+    Guard g(*this);
     if (peek_op("-")) {
       ++pos_;
       auto e = make(Expr::kNeg);
@@ -540,6 +555,7 @@ class ExprParser {
   std::vector<Tok> toks_;
   size_t pos_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 // ---- statements
@@ -549,6 +565,11 @@ class Parser {
   explicit Parser(std::vector<Item> items) : items_(std::move(items)) {}
 
   Body body(const std::vector<std::string>& ends, std::string* ended_by, std::string* end_rest) {
+    if (++depth_ > kMaxDepth) syntax(pos_ < items_.size() ? items_[pos_].line : 0, "blocks nested too deeply");
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     Body out;
     while (pos_ < items_.size()) {
       const Item& it = items_[pos_++];
@@ -655,6 +676,7 @@ class Parser {
 
   std::vector<Item> items_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

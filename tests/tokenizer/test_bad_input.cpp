@@ -37,6 +37,20 @@ TEST(BadInput, NulIsOrdinaryText) {
   EXPECT_EQ(llama3().decode(llama3().encode(s, false)), s);
 }
 
+TEST(BadInput, LongRunsStayWithinRegexLimits) {
+  // One pre-tokenizer word or whitespace run of 200 KB: no regex stack or
+  // match limit error, no quadratic blow-up, lossless round trip.
+  const Tokenizer& tok = llama3();
+  std::string ja;
+  for (int i = 0; i < 20000; ++i) ja += "日本語";
+  for (std::string s : {std::string(200000, ' '), std::string(200000, 'a'), std::string(200000, '7'),
+                        std::string(100000, '\n') + "x", ja, std::string(200000, '!')}) {
+    auto ids = tok.encode(s, false);
+    EXPECT_FALSE(ids.empty());
+    EXPECT_EQ(tok.decode(ids), s);
+  }
+}
+
 TEST(BadInput, DecodeRejectsIdsOutOfRange) {
   const Tokenizer& tok = llama3();
   EXPECT_EQ(tok.vocab_size(), 128256);
