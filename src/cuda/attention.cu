@@ -2,7 +2,8 @@
 // kv head (and the G = n_heads / n_kv_heads query heads that share it), one
 // split of the key range and one query, and walks its keys in tiles of 64 with
 // an online softmax. Decode splits the keys over up to kMaxSplits blocks so a
-// long context is read by many SMs, then a small kernel combines the partials;
+// long context is read by many SMs; the last split block of a kv head to
+// finish (a counter per kv head) combines the partials, so no second kernel;
 // prefill uses one split per query and writes the normalised output. Memory is
 // O(keys per tile), never O(n^2). The cache is addressed as rows of kv_dim, so
 // a paged pool later only changes the row lookup (row_of below).
@@ -39,6 +40,8 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
                  AttnShape sh, const int32_t* __restrict__ pos0,
                  float* __restrict__ part_o,    // decode: [kMaxSplits, n_heads, HD], else null
                  float* __restrict__ part_ml,   // decode: [kMaxSplits, n_heads, 2]
+                 int* __restrict__ done,        // decode: [n_kv_heads] split counters, zero
+                 float* __restrict__ out_f32,   // decode: [n_heads * HD]
                  T* __restrict__ out) {         // prefill: [n, n_heads * HD]
   constexpr int TPK = HD / 8;                   // threads per key row, 16 bytes each
   constexpr int KP = kAttnThreads / TPK;        // keys handled in parallel
@@ -52,8 +55,8 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
   const int kvh = blockIdx.x, split = blockIdx.y, qi = blockIdx.z;
   const int G = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * HD;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  griddep_wait();  // q and the new cache row come from the previous kernel
   griddep_launch();
+  griddep_wait();  // q and the new cache row come from the previous kernel
 
   const int keys = *pos0 + qi + 1;  // causal: positions [0, pos]
   const int nsplit = decode ? decode_splits(keys) : 1;
@@ -71,17 +74,28 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
   __syncthreads();  // qs, m_s, l_s ready
 
   const int c = tid % TPK, kj = tid / TPK;  // 8-element chunk of the row, key lane
+  // Key lane kj takes keys kj, kj + KP, ... of a tile: kPasses rows per thread,
+  // all loaded before any is used (the loads of a tile are in flight together;
+  // a loop of load-then-use would pay the memory latency kPasses times).
+  constexpr int kPasses = (kTile + KP - 1) / KP;
+  const size_t col = size_t(kvh) * HD + c * 8;
   float acc[kMaxGroup][8] = {};
   for (int t0 = start; t0 < end; t0 += kTile) {
     const int nt = min(kTile, end - t0);
+    uint4 rows[kPasses];
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+      const int j = p * KP + kj;
+      rows[p] = j < nt ? *reinterpret_cast<const uint4*>(kc + row_of(t0 + j, kv_dim) + col)
+                       : make_uint4(0, 0, 0, 0);
+    }
     // Scores: TPK threads share one key row; all threads take part in the
-    // shuffles, so invalid keys load zeros instead of leaving the loop.
-    for (int j0 = 0; j0 < kTile; j0 += KP) {
-      const int j = j0 + kj;
-      const bool valid = j < nt;
+    // shuffles, so invalid keys hold zeros instead of leaving the loop.
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+      const int j = p * KP + kj;
       float f[8];
-      unpack8<T>(valid ? *reinterpret_cast<const uint4*>(kc + row_of(t0 + j, kv_dim) + kvh * HD + c * 8)
-                       : make_uint4(0, 0, 0, 0), f);
+      unpack8<T>(rows[p], f);
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) {
         if (g >= G) break;
@@ -90,8 +104,15 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
         for (int e = 0; e < 8; ++e) s += f[e] * qs[g][c * 8 + e];
 #pragma unroll
         for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (c == 0 && valid) sc[g][j] = s;
+        if (c == 0 && j < nt) sc[g][j] = s;
       }
+    }
+    // The V rows of the tile: in flight while the softmax runs.
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+      const int j = p * KP + kj;
+      rows[p] = j < nt ? *reinterpret_cast<const uint4*>(vc + row_of(t0 + j, kv_dim) + col)
+                       : make_uint4(0, 0, 0, 0);
     }
     __syncthreads();  // scores of the tile complete
     // Online softmax, one warp per head: new max, probabilities, rescale factor.
@@ -119,15 +140,18 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[g][e] *= alpha_s[g];
     }
-    for (int j = kj; j < nt; j += KP) {
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+      const int j = p * KP + kj;
+      if (j >= nt) break;  // j grows with p
       float f[8];
-      unpack8<T>(*reinterpret_cast<const uint4*>(vc + row_of(t0 + j, kv_dim) + kvh * HD + c * 8), f);
+      unpack8<T>(rows[p], f);
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) {
         if (g >= G) break;
-        const float p = sc[g][j];
+        const float pr = sc[g][j];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[g][e] += p * f[e];
+        for (int e = 0; e < 8; ++e) acc[g][e] += pr * f[e];
       }
     }
     __syncthreads();  // sc and alpha_s are rewritten by the next tile
@@ -155,28 +179,30 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
       out[size_t(qi) * sh.n_heads * HD + head * HD + d] = from_f32<T>(o / l_s[g]);
     }
   }
-}
-
-// out[h, d] = sum_s e^(m_s - M) o_s[h, d] / sum_s e^(m_s - M) l_s; one block per head.
-__global__ void attention_combine_kernel(const float* __restrict__ part_o,
-                                         const float* __restrict__ part_ml, int n_heads,
-                                         int head_dim, const int32_t* __restrict__ pos,
-                                         float* __restrict__ out) {  // [n_heads * head_dim]
-  griddep_wait();
-  griddep_launch();
-  const int h = blockIdx.x;
-  const int nsplit = decode_splits(*pos + 1);
-  float m = -FLT_MAX;
-  for (int s = 0; s < nsplit; ++s) m = fmaxf(m, part_ml[(s * n_heads + h) * 2]);
-  float den = 0.0f;
-  for (int s = 0; s < nsplit; ++s)
-    den += __expf(part_ml[(s * n_heads + h) * 2] - m) * part_ml[(s * n_heads + h) * 2 + 1];
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float o = 0.0f;
-    for (int s = 0; s < nsplit; ++s)
-      o += __expf(part_ml[(s * n_heads + h) * 2] - m) * part_o[(size_t(s) * n_heads + h) * head_dim + d];
-    out[h * head_dim + d] = o / den;
+  if (!decode) return;
+  // The last split of this kv head combines: out = sum_s e^(m_s - M) o_s /
+  // sum_s e^(m_s - M) l_s. Writers fence before counting, so when the count
+  // reaches nsplit every partial is visible in L2 (read with ld.cg).
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();  // all partial writes of this block issued and fenced
+  if (tid == 0) last = atomicAdd(&done[kvh], 1) == nsplit - 1;
+  __syncthreads();  // last
+  if (!last) return;
+  __threadfence();
+  for (int i = tid; i < G * HD; i += kAttnThreads) {
+    const int head = kvh * G + i / HD, d = i % HD;
+    float m = -FLT_MAX;
+    for (int s = 0; s < nsplit; ++s) m = fmaxf(m, __ldcg(&part_ml[(s * sh.n_heads + head) * 2]));
+    float num = 0.0f, den = 0.0f;
+    for (int s = 0; s < nsplit; ++s) {
+      const float e = __expf(__ldcg(&part_ml[(s * sh.n_heads + head) * 2]) - m);
+      den += e * __ldcg(&part_ml[(s * sh.n_heads + head) * 2 + 1]);
+      num += e * __ldcg(&part_o[(size_t(s) * sh.n_heads + head) * HD + d]);
+    }
+    out_f32[head * HD + d] = num / den;
   }
+  if (tid == 0) done[kvh] = 0;  // ready for the next layer / step
 }
 
 // The one place where head_dim becomes a template argument.
@@ -208,15 +234,13 @@ int attention_max_splits() { return kMaxSplits; }
 
 template <typename T>
 void attention_decode(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
-                      const int32_t* pos, float* part_o, float* part_ml, float* out,
+                      const int32_t* pos, float* part_o, float* part_ml, int* counters, float* out,
                       cudaStream_t s, bool pdl) {
   check_shape(shape);
   with_head_dim<T>(shape.head_dim, [&](auto kernel) {
     launch({dim3(shape.n_kv_heads, kMaxSplits, 1), kAttnThreads, 0, s, pdl}, kernel, q, k_cache,
-           v_cache, shape, pos, part_o, part_ml, static_cast<T*>(nullptr));
+           v_cache, shape, pos, part_o, part_ml, counters, out, static_cast<T*>(nullptr));
   });
-  launch({unsigned(shape.n_heads), unsigned(std::min(shape.head_dim, 128)), 0, s, pdl},
-         attention_combine_kernel, part_o, part_ml, shape.n_heads, shape.head_dim, pos, out);
 }
 
 template <typename T>
@@ -226,13 +250,14 @@ void attention_prefill(const float* q, const T* k_cache, const T* v_cache, AttnS
   HAYATE_CHECK(n <= 65535, "attention: ", n, " queries in one call (at most 65535)");
   with_head_dim<T>(shape.head_dim, [&](auto kernel) {
     launch({dim3(shape.n_kv_heads, 1, n), kAttnThreads, 0, s}, kernel, q, k_cache, v_cache, shape,
-           pos0, static_cast<float*>(nullptr), static_cast<float*>(nullptr), out);
+           pos0, static_cast<float*>(nullptr), static_cast<float*>(nullptr), static_cast<int*>(nullptr),
+           static_cast<float*>(nullptr), out);
   });
 }
 
 #define HAYATE_INSTANTIATE(T)                                                                  \
   template void attention_decode<T>(const float*, const T*, const T*, AttnShape, const int32_t*, \
-                                    float*, float*, float*, cudaStream_t, bool);               \
+                                    float*, float*, int*, float*, cudaStream_t, bool);         \
   template void attention_prefill<T>(const float*, const T*, const T*, AttnShape,              \
                                      const int32_t*, int, T*, cudaStream_t);
 HAYATE_INSTANTIATE(half)

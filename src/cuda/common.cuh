@@ -61,9 +61,10 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Programmatic dependent launch (sm_90). griddep_wait(): block until the
 // previous kernel in the stream has completed and its writes are visible; every
-// kernel calls it before touching data another kernel wrote, and before it
-// exits, so the dependency chain stays transitive. griddep_launch(): let the
-// next kernel start its blocks now (they wait in griddep_wait()).
+// block calls it before touching data another kernel wrote, and before it
+// exits, so completion stays transitive along the chain. griddep_launch(): let
+// the next kernel start its blocks once every block of ours has called it (or
+// exited); the next kernel only loads weights until its own wait.
 __device__ __forceinline__ void griddep_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

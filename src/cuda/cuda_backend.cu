@@ -111,6 +111,8 @@ class CudaBackend final : public Backend {
     logits_ = alloc<float>(bufs_, size_t(kPrefillChunk) * c.vocab_size);
     part_o_ = alloc<float>(bufs_, size_t(attention_max_splits()) * c.q_dim());
     part_ml_ = alloc<float>(bufs_, size_t(attention_max_splits()) * c.num_heads * 2);
+    counters_ = alloc<int>(bufs_, c.num_kv_heads);
+    HAYATE_CUDA_CHECK(cudaMemset(counters_, 0, sizeof(int) * c.num_kv_heads));
     state_ = alloc<StepState>(bufs_, 1);
     token_out_ = alloc<int32_t>(bufs_, 1);
     const size_t ws = sampling_workspace_bytes(c.vocab_size);
@@ -216,7 +218,8 @@ class CudaBackend final : public Backend {
       T* vc = v_cache_ + size_t(l) * max_ctx_ * c.kv_dim();
       gemv_qkv_rope(L.wqkv, qkv, D, h_, L.attn_norm, eps, inv_freq_, pos,  // q [Hq d] roped,
                     q_, kc, vc, s_, pdl);                                    // k, v -> cache[pos]
-      attention_decode(q_, kc, vc, att, pos, part_o_, part_ml_, attn_, s_, pdl);  // attn [Hq d]
+      attention_decode(q_, kc, vc, att, pos, part_o_, part_ml_, counters_, attn_, s_,  // attn [Hq d]
+                       pdl);
       gemv_residual(L.wo, D, c.q_dim(), attn_, h_, s_, pdl);               // h += Wo attn
       gemv_gate_up(L.w_gate_up, I, D, h_, L.ffn_norm, eps, act_, s_, pdl);  // act [I] = silu(g) u
       gemv_residual(L.w_down, D, I, act_, h_, s_, pdl);                    // h += Wdown act
@@ -331,6 +334,7 @@ class CudaBackend final : public Backend {
   float* inv_freq_ = nullptr;
   float *h_ = nullptr, *q_ = nullptr, *attn_ = nullptr, *act_ = nullptr, *logits_ = nullptr;
   float *part_o_ = nullptr, *part_ml_ = nullptr;
+  int* counters_ = nullptr;
   StepState* state_ = nullptr;
   int32_t* token_out_ = nullptr;
   char* sample_ws_ = nullptr;

@@ -14,9 +14,10 @@ std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOpti
 int cuda_device_count();
 
 // Knobs for the kernel lab and the gpu tests, not for users: the decode graph
-// with or without programmatic dependent launch (to measure what it buys).
+// with or without programmatic dependent launch. Off by default: on the H200
+// it made the 8B decode step 0.2-0.4 ms slower (bench/kernels/NOTES.md).
 struct CudaTuning {
-  bool pdl = true;
+  bool pdl = false;
 };
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options,
                                            const CudaTuning& tuning);

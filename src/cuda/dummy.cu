@@ -34,18 +34,21 @@ __global__ void convert_kernel(const void* __restrict__ src, int src_dtype, size
   }
 }
 
-// Every thread keeps 4 independent 16-byte loads in flight per iteration.
+// Every thread keeps 8 independent 16-byte loads in flight per iteration.
 __global__ void read_probe_kernel(const uint4* __restrict__ buf, size_t n16, float* sink) {
+  constexpr int kInFlight = 8;
   uint32_t x = 0;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  for (; i + 3 * stride < n16; i += 4 * stride) {
-    uint4 a = load_stream(buf + i), b = load_stream(buf + i + stride);
-    uint4 c = load_stream(buf + i + 2 * stride), d = load_stream(buf + i + 3 * stride);
-    x ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  for (; i + (kInFlight - 1) * stride < n16; i += kInFlight * stride) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) v[k] = load_stream(buf + i + k * stride);
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) x ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
   }
   for (; i < n16; i += stride) {
-    uint4 a = load_stream(buf + i);
+    const uint4 a = load_stream(buf + i);
     x ^= a.x ^ a.y ^ a.z ^ a.w;
   }
   if (x == 0x12345678u) *sink = float(x);  // practically never: keeps the loads alive
@@ -66,7 +69,10 @@ void convert(const void* src, int src_dtype, size_t n, T* dst, cudaStream_t s) {
 }
 
 void read_probe(const void* buf, size_t bytes, float* sink, cudaStream_t s) {
-  launch({132 * 8, 512, 0, s}, read_probe_kernel, static_cast<const uint4*>(buf), bytes / 16, sink);
+  int device = 0, sms = 0;
+  HAYATE_CUDA_CHECK(cudaGetDevice(&device));
+  HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  launch({unsigned(sms) * 8, 256, 0, s}, read_probe_kernel, static_cast<const uint4*>(buf), bytes / 16, sink);
 }
 
 bool kernels_supported(int device) {

@@ -11,8 +11,8 @@ template <typename T>
 __global__ void embed_kernel(const T* __restrict__ table,   // [vocab, dim]
                              const int32_t* __restrict__ tokens,  // [n] (validated on the host)
                              int dim, float* __restrict__ h) {   // [n, dim]
-  griddep_wait();  // tokens may come from the previous step's sampler
   griddep_launch();
+  griddep_wait();  // tokens may come from the previous step's sampler
   const T* row = table + size_t(tokens[blockIdx.x]) * dim;
   float* out = h + size_t(blockIdx.x) * dim;
   for (int k = threadIdx.x; k < dim; k += blockDim.x) out[k] = to_f32(row[k]);

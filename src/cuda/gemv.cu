@@ -1,5 +1,7 @@
 // Decode GEMV launchers: which variant (rows per group R, loads in flight U,
 // K split) runs for each use. The choices come from bench/kernels (NOTES.md).
+#include <algorithm>
+
 #include "core/check.h"
 #include "cuda/gemv.cuh"
 #include "cuda/launch.h"
@@ -52,32 +54,47 @@ void run_gemv(const T* W, int groups, int K, GemvInput<T> in, Epi epi, cudaStrea
   auto kernel = gemv_kernel<T, R, U, KSPLIT, kNorm, Epi>;
   if (smem > 48 * 1024)
     HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch({ceil_div(groups, kGroupsPerBlock), kGemvThreads, smem, s, pdl}, kernel, W, K, groups, in, epi);
+  // One wave: as many blocks as fit on the SMs at once, or fewer if the rows
+  // run out.
+  int device = 0, sms = 0, per_sm = 0;
+  HAYATE_CUDA_CHECK(cudaGetDevice(&device));
+  HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  HAYATE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
+  const unsigned blocks = std::min<unsigned>(ceil_div(groups, kGroupsPerBlock), unsigned(std::max(per_sm, 1) * sms));
+  launch({blocks, kGemvThreads, smem, s, pdl}, kernel, W, K, groups, in, epi);
 }
 
 }  // namespace
 
 // ---- launchers ------------------------------------------------------------------
 
+// Variants from bench/kernels (NOTES.md, run 3): two rows per group (for QKV
+// the RoPE pair), 4 loads in flight per row and thread, K split over all 8
+// warps of the block, one block per row pair.
 template <typename T>
 void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float eps, float* y,
           cudaStream_t s, bool pdl) {
   GemvInput<T> in{x, norm_w, eps};
-  if (norm_w)
-    run_gemv<T, 1, 8, 1, true>(W, rows, K, in, StoreEpi<1>{y}, s, pdl);
-  else
-    run_gemv<T, 1, 8, 1, false>(W, rows, K, in, StoreEpi<1>{y}, s, pdl);
+  if (rows % 2 != 0) {
+    if (norm_w) run_gemv<T, 1, 8, 1, true>(W, rows, K, in, StoreEpi<1>{y}, s, pdl);
+    else run_gemv<T, 1, 8, 1, false>(W, rows, K, in, StoreEpi<1>{y}, s, pdl);
+  } else {
+    if (norm_w) run_gemv<T, 2, 4, 8, true>(W, rows / 2, K, in, StoreEpi<2>{y}, s, pdl);
+    else run_gemv<T, 2, 4, 8, false>(W, rows / 2, K, in, StoreEpi<2>{y}, s, pdl);
+  }
 }
 
 template <typename T>
 void gemv_residual(const T* W, int rows, int K, const float* x, float* h, cudaStream_t s, bool pdl) {
-  run_gemv<T, 1, 8, 1, false>(W, rows, K, GemvInput<T>{x, nullptr, 0.0f}, ResidualEpi<1>{h}, s, pdl);
+  const GemvInput<T> in{x, nullptr, 0.0f};
+  if (rows % 2 != 0) run_gemv<T, 1, 8, 1, false>(W, rows, K, in, ResidualEpi<1>{h}, s, pdl);
+  else run_gemv<T, 2, 4, 8, false>(W, rows / 2, K, in, ResidualEpi<2>{h}, s, pdl);
 }
 
 template <typename T>
 void gemv_gate_up(const T* W, int inter, int K, const float* h, const T* norm_w, float eps,
                   float* act, cudaStream_t s, bool pdl) {
-  run_gemv<T, 2, 4, 1, true>(W, inter, K, GemvInput<T>{h, norm_w, eps}, SiluMulEpi{act, inter}, s, pdl);
+  run_gemv<T, 2, 4, 8, true>(W, inter, K, GemvInput<T>{h, norm_w, eps}, SiluMulEpi{act, inter}, s, pdl);
 }
 
 template <typename T>
@@ -88,7 +105,7 @@ void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* n
   const int half = shape.head_dim / 2;
   const int groups = (shape.n_heads + 2 * shape.n_kv_heads) * half;
   QkvRopeEpi<T> epi{q, k_cache, v_cache, pos, inv_freq, half, shape.n_heads, shape.n_kv_heads};
-  run_gemv<T, 2, 4, 1, true>(W, groups, K, GemvInput<T>{h, norm_w, eps}, epi, s, pdl);
+  run_gemv<T, 2, 4, 8, true>(W, groups, K, GemvInput<T>{h, norm_w, eps}, epi, s, pdl);
 }
 
 #define HAYATE_INSTANTIATE(T)                                                                   \

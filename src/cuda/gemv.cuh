@@ -36,88 +36,123 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
   constexpr int kGroupsPerBlock = kGemvThreads / kGroupThreads;
   extern __shared__ float xs[];  // [K] normalised x, when kNorm
 
-  const int t = threadIdx.x % kGroupThreads;
-  const int g = blockIdx.x * kGroupsPerBlock + threadIdx.x / kGroupThreads;
-  const bool active = g < groups;
+  const int t = threadIdx.x % kGroupThreads, slot = threadIdx.x / kGroupThreads;
   const int nchunks = K / 8;  // 8 elements per 16-byte chunk
+  // The grid is sized to the SMs (one wave) and walks the row groups in
+  // rounds, so the prologue (the fused RMSNorm) runs once per block, not once
+  // per group. Every thread runs every round (barriers inside).
+  const int stride = gridDim.x * kGroupsPerBlock;
 
-  const T* rows[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) rows[r] = W + size_t(active ? epi.row(g, r) : 0) * K;
-
-  // The first loads need nothing from the previous kernel: issue them before
-  // waiting on it, so the weight stream starts while that kernel drains.
   uint4 w[R][U];
-  auto load = [&](int c0) {
+  const T* rows[R];
+  auto start_round = [&](int base) {
+    const int g = base + slot;
+    const bool active = g < groups;
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = W + size_t(active ? epi.row(g, r) : 0) * K;
+    return active;
+  };
+  auto load = [&](bool active, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      int c = c0 + u * kGroupThreads;
+      const int c = c0 + u * kGroupThreads;
 #pragma unroll
       for (int r = 0; r < R; ++r)
         w[r][u] = (active && c < nchunks) ? load_stream(rows[r] + size_t(c) * 8) : make_uint4(0, 0, 0, 0);
     }
   };
-  load(t);
-  griddep_wait();
-  griddep_launch();
 
+  // The first loads need nothing from the previous kernel: issue them before
+  // waiting on it, so the weight stream starts while that kernel drains.
+  int base = blockIdx.x * kGroupsPerBlock;
+  bool active = start_round(base);
+  load(active, t);
+  griddep_wait();
+
+  // RMSNorm, fused: W (n * x) * rstd with rstd = rsqrt(mean(x^2) + eps), a
+  // scalar that only the epilogue needs. So the prologue is one pass that
+  // stages x * norm_w in shared memory and keeps each thread's sum of squares;
+  // the block reduces them after the first round's dot products.
   const float* x = in.x;
+  float rstd = 1.0f, ss = 0.0f;
   if constexpr (kNorm) {
-    // rstd over the whole vector; every block recomputes it (K floats from L2).
-    __shared__ float red[kGemvThreads / 32];
-    float ss = 0.0f;
-    for (int k = threadIdx.x; k < K; k += kGemvThreads) ss += in.x[k] * in.x[k];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
-    __syncthreads();  // red complete
-    ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kGemvThreads / 32; ++i) ss += red[i];
-    const float rstd = rsqrtf(ss / float(K) + in.eps);
-    for (int k = threadIdx.x; k < K; k += kGemvThreads) xs[k] = in.x[k] * rstd * to_f32(in.norm_w[k]);
+    for (int k = threadIdx.x; k < K; k += kGemvThreads) {
+      const float v = in.x[k];
+      ss += v * v;
+      xs[k] = v * to_f32(in.norm_w[k]);
+    }
     __syncthreads();  // xs complete
     x = xs;
   }
+  bool first_round = true;
 
-  float acc[R] = {};
-  for (int c0 = t; c0 < nchunks; c0 += U * kGroupThreads) {
+  for (;; ) {
+    const int g = base + slot;
+    // In its last round the block lets the next kernel launch: its blocks
+    // take the slots ours free and start their own weight loads.
+    if (base + stride >= groups) griddep_launch();
+    float acc[R] = {};
+    for (int c0 = t; c0 < nchunks; c0 += U * kGroupThreads) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = c0 + u * kGroupThreads;
-      if (c < nchunks) {
-        const float4 xa = *reinterpret_cast<const float4*>(x + size_t(c) * 8);
-        const float4 xb = *reinterpret_cast<const float4*>(x + size_t(c) * 8 + 4);
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * kGroupThreads;
+        if (c < nchunks) {
+          const float4 xa = *reinterpret_cast<const float4*>(x + size_t(c) * 8);
+          const float4 xb = *reinterpret_cast<const float4*>(x + size_t(c) * 8 + 4);
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          float f[8];
-          unpack8<T>(w[r][u], f);
-          acc[r] += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x +
-                    f[5] * xb.y + f[6] * xb.z + f[7] * xb.w;
+          for (int r = 0; r < R; ++r) {
+            float f[8];
+            unpack8<T>(w[r][u], f);
+            acc[r] += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x +
+                      f[5] * xb.y + f[6] * xb.z + f[7] * xb.w;
+          }
         }
       }
+      if (c0 + U * kGroupThreads < nchunks) load(active, c0 + U * kGroupThreads);
     }
-    if (c0 + U * kGroupThreads < nchunks) load(c0 + U * kGroupThreads);
-  }
+    // Start the next round's loads before reducing this one.
+    const int next = base + stride;
+    const bool next_active = next < groups ? start_round(next) : false;
+    if (next < groups) load(next_active, t);
 
+    if constexpr (kNorm) {
+      if (first_round) {
+        __shared__ float red[kGemvThreads / 32];
+        ss = warp_sum(ss);
+        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
+        __syncthreads();  // red complete
+        ss = 0.0f;
 #pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
-  if constexpr (KSPLIT > 1) {
-    __shared__ float part[kGemvThreads / 32][R];
-    const int warp = threadIdx.x / 32;
-    if (threadIdx.x % 32 == 0)
-#pragma unroll
-      for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
-    __syncthreads();  // partial sums of all warps of the group
-    if (t != 0) return;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      acc[r] = 0.0f;
-      for (int i = 0; i < KSPLIT; ++i) acc[r] += part[warp + i][r];
+        for (int i = 0; i < kGemvThreads / 32; ++i) ss += red[i];
+        rstd = rsqrtf(ss / float(K) + in.eps);
+        first_round = false;
+      }
     }
-  } else if (t != 0) {
-    return;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]) * rstd;
+    if constexpr (KSPLIT > 1) {
+      __shared__ float part[kGemvThreads / 32][R];
+      const int warp = threadIdx.x / 32;
+      if (threadIdx.x % 32 == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
+      __syncthreads();  // partial sums of all warps of the group
+      if (t == 0 && active) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          acc[r] = 0.0f;
+          for (int i = 0; i < KSPLIT; ++i) acc[r] += part[warp + i][r];
+        }
+        epi.store(g, acc);
+      }
+      __syncthreads();  // part is rewritten next round
+    } else if (t == 0 && active) {
+      epi.store(g, acc);
+    }
+    if (next >= groups) break;
+    base = next;
+    active = next_active;
   }
-  if (active) epi.store(g, acc);
 }
 
 // ---- epilogues: row mapping of a row group, and where its sums go ----------

@@ -78,12 +78,14 @@ void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s);
 struct AttnShape {
   int n_heads, n_kv_heads, head_dim;
 };
-// Decode (n = 1): partials of up to max_splits splits, then a combine.
-// part_o [max_splits, n_heads, head_dim], part_ml [max_splits, n_heads, 2].
+// Decode (n = 1): partials of up to max_splits splits, combined by the last
+// split block of each kv head. part_o [max_splits, n_heads, head_dim],
+// part_ml [max_splits, n_heads, 2], counters [n_kv_heads] zeroed once (the
+// kernel leaves them zero), out [n_heads * head_dim].
 int attention_max_splits();
 template <typename T>
 void attention_decode(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
-                      const int32_t* pos, float* part_o, float* part_ml, float* out,
+                      const int32_t* pos, float* part_o, float* part_ml, int* counters, float* out,
                       cudaStream_t s, bool pdl);
 // Prefill: out [n, n_heads * head_dim] in T (the o_proj GEMM input).
 template <typename T>

@@ -30,8 +30,8 @@ __device__ __forceinline__ uint32_t ordered(float f) {
 
 __global__ void __launch_bounds__(kArgmaxThreads)
 argmax_kernel(const float* __restrict__ logits, int vocab, unsigned long long* best) {
-  griddep_wait();
   griddep_launch();
+  griddep_wait();
   unsigned long long key = 0;
   for (int i = blockIdx.x * kArgmaxThreads + threadIdx.x; i < vocab; i += gridDim.x * kArgmaxThreads) {
     const unsigned long long k = (uint64_t(ordered(logits[i])) << 32) | uint32_t(~uint32_t(i));
@@ -45,8 +45,8 @@ argmax_kernel(const float* __restrict__ logits, int vocab, unsigned long long* b
 
 // Reads the argmax and resets it for the next step (so no memset node is needed).
 __global__ void argmax_finish_kernel(unsigned long long* best, int32_t* token_out) {
-  griddep_wait();
   griddep_launch();
+  griddep_wait();
   *token_out = int32_t(~uint32_t(*best & 0xffffffffu));
   *best = 0;
 }

@@ -41,9 +41,10 @@ TYPED_TEST(AttentionTest, DecodeAcrossSplitCounts) {
       Dev<T> kc = dev_t<T>(k), vc = dev_t<T>(v);
       Dev<float> dq(q), out(q_dim), po(size_t(attention_max_splits()) * q_dim),
           pml(size_t(attention_max_splits()) * c.H * 2);
-      Dev<int32_t> dpos(std::vector<int32_t>{pos});
+      Dev<int32_t> dpos(std::vector<int32_t>{pos}), counters(std::vector<int32_t>(c.Hkv, 0));
       attention_decode<T>(dq.get(), kc.get(), vc.get(), {c.H, c.Hkv, c.d}, dpos.get(), po.get(),
-                          pml.get(), out.get(), nullptr, false);
+                          pml.get(), counters.get(), out.get(), nullptr, false);
+      EXPECT_EQ(counters.download(), std::vector<int32_t>(c.Hkv, 0)) << "counters left for reuse";
       std::vector<float> ref(q_dim);
       cpu::attention(q.data(), k.data(), v.data(), ref.data(), 1, pos, c.H, c.Hkv, c.d);
       SCOPED_TRACE(::testing::Message() << "H " << c.H << " Hkv " << c.Hkv << " d " << c.d << " keys " << keys);
@@ -87,7 +88,7 @@ class SamplingTest : public ::testing::Test {
     StepState st{0, 0, p.seed, step, p.temperature, p.top_p, p.min_p, p.top_k};
     Dev<StepState> dst(std::vector<StepState>{st});
     Dev<int32_t> out(1);
-    sample(logits.get(), vocab, dst.get(), p.greedy(), ws_.get(), out.get(), nullptr, false);
+    sample(logits.get(), vocab, dst.get(), p.greedy(), ws_->get(), out.get(), nullptr, false);
     return out.download()[0];
   }
   void make_workspace(int vocab) {
@@ -128,12 +129,8 @@ TEST_F(SamplingTest, MatchesHostSampler) {
       {1.2f, 1.0f, 0, 0.05f, seed_ + 3}, {0.9f, 0.8f, 100, 0.02f, seed_ + 4}, {1.0f, 1.0f, 1, 0.0f, seed_ + 5}};
   for (const SamplingParams& p : cases) {
     int same = 0, steps = 40;
-    std::vector<int> seen;
-    for (int step = 0; step < steps; ++step) {
-      const int32_t want = sample_token(l, p, step), got = device_pick(dl, vocab, p, step);
-      same += want == got;
-      seen.push_back(got);
-    }
+    for (int step = 0; step < steps; ++step)
+      same += sample_token(l, p, step) == device_pick(dl, vocab, p, step);
     // Probabilities are summed in float on the device and double on the host:
     // a draw that lands within rounding of a boundary may differ, rarely.
     EXPECT_GE(same, steps - 1) << "T " << p.temperature << " top_p " << p.top_p << " top_k "

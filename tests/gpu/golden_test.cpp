@@ -52,6 +52,12 @@ TEST_P(CudaGolden, LogitsMatchHf) {
 TEST_P(CudaGolden, GreedyIdsMatchHf) {
   const auto prompt = g_["prompt_ids"].get<std::vector<int32_t>>();
   const auto want = g_["greedy_ids"].get<std::vector<int32_t>>();
+  // bf16 keeps 8 mantissa bits: its logits differ from HF's fp32 by up to
+  // ~2e-2 relative, so a fixture whose decisions are closer than that cannot
+  // demand identical ids in bf16 (fp16 must match everywhere).
+  const double margin = g_.value("greedy_min_margin", 1.0);
+  if (std::get<1>(GetParam()) == DType::BF16 && margin < 0.05)
+    GTEST_SKIP() << "HF's smallest top-2 logit margin " << margin << " is within bf16 rounding";
   std::vector<int32_t> got;
   int32_t id = backend_->forward_sample(prompt, 0, SamplingParams{}, 0);  // prefill path
   for (size_t i = 0; i < want.size(); ++i) {
