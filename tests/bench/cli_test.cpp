@@ -96,6 +96,19 @@ TEST_F(BenchCli, TinyOnCpuWritesTheSchema) {
   EXPECT_DOUBLE_EQ(*r.summary.mean_s, j["runs"][2]["seconds"].get<double>());
 }
 
+TEST_F(BenchCli, ChatTemplateWrapsThePrompt) {
+  Outcome o = hayate("bench --model dummy:tiny --backend cpu --runs 1 --chat --max-length 24 "
+                     "--no-ids --json " + path("chat.json"));
+  ASSERT_EQ(o.rc, 0) << o.err;
+  json j = json::parse(slurp(path("chat.json")));
+  EXPECT_TRUE(j["workload"]["chat_template"].get<bool>());
+  // 20 tokens: tokenizers.js's apply_chat_template(add_generation_prompt)
+  // of the article's prompt with the Llama 3.1 tokenizer_config.json.
+  EXPECT_EQ(j["runs"][0]["prompt_tokens"], 20);
+  EXPECT_EQ(j["runs"][0]["new_tokens"], 4);
+  EXPECT_TRUE(j["runs"][0]["output_ids"].empty());
+}
+
 TEST_F(BenchCli, ReportComparesAgainstABaseline) {
   ASSERT_EQ(hayate("bench --model dummy:tiny --backend cpu --prompts varied --runs 3 "
                    "--max-new-tokens 4 --commit deadbeef --json " + path("hayate.json")).rc, 0);
