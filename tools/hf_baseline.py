@@ -164,13 +164,39 @@ def system_info(torch, transformers):
 
 # ---- tokenizer and model ----------------------------------------------------
 
+class _RawTokenizer:
+    """Last resort: the `tokenizers` library and jinja2 (both transformers
+    dependencies), with the call signature this script uses."""
+
+    def __init__(self, directory, cfg):
+        from tokenizers import Tokenizer
+        self.tok = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+        self.cfg = cfg
+
+    def __call__(self, text, add_special_tokens=True, return_tensors="pt"):
+        import torch
+        ids = self.tok.encode(text, add_special_tokens=add_special_tokens).ids
+        return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids),
+                                                                               dtype=torch.long)}
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        import jinja2
+        def token(v):
+            return v.get("content") if isinstance(v, dict) else v
+        env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+        return env.from_string(self.cfg["chat_template"]).render(
+            messages=messages, add_generation_prompt=add_generation_prompt,
+            bos_token=token(self.cfg.get("bos_token")) or "",
+            eos_token=token(self.cfg.get("eos_token")) or "")
+
+
 def load_tokenizer(directory):
     """tokenizer.json + tokenizer_config.json (chat template) from `directory`."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
     try:
+        from transformers import AutoTokenizer
         return AutoTokenizer.from_pretrained(directory, local_files_only=True)
-    except Exception as e:  # an older/newer layout: build it from the file directly
-        log(f"AutoTokenizer failed ({type(e).__name__}: {e}); using PreTrainedTokenizerFast")
+    except Exception as e:  # another transformers layout: build it from the file directly
+        log(f"AutoTokenizer failed ({type(e).__name__}: {e}); trying PreTrainedTokenizerFast")
     cfg = {}
     cfg_path = os.path.join(directory, "tokenizer_config.json")
     if os.path.exists(cfg_path):
@@ -180,12 +206,17 @@ def load_tokenizer(directory):
     def token(v):
         return v.get("content") if isinstance(v, dict) else v
 
-    tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(directory, "tokenizer.json"),
-                                  bos_token=token(cfg.get("bos_token")),
-                                  eos_token=token(cfg.get("eos_token")))
-    if cfg.get("chat_template"):
-        tok.chat_template = cfg["chat_template"]
-    return tok
+    try:
+        from transformers import PreTrainedTokenizerFast
+        tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(directory, "tokenizer.json"),
+                                      bos_token=token(cfg.get("bos_token")),
+                                      eos_token=token(cfg.get("eos_token")))
+        if cfg.get("chat_template"):
+            tok.chat_template = cfg["chat_template"]
+        return tok
+    except Exception as e:
+        log(f"PreTrainedTokenizerFast failed ({type(e).__name__}: {e}); using tokenizers directly")
+    return _RawTokenizer(directory, cfg)
 
 
 def prompt_ids(tok, prompt, chat, device):
@@ -330,6 +361,10 @@ def run_trial(args, ctx, trial_spec, out_path):
                 rec["new_tokens"] = len(new)
                 rec["tokens_per_s"] = len(new) / rec["seconds"] if rec["seconds"] > 0 else None
                 rec["finish"] = "length"
+                want = args.max_new_tokens if args.max_new_tokens > 0 else args.max_length - n_prompt
+                if len(new) != want:
+                    notes.append(f"run {i + 1} made {len(new)} new tokens, expected {want}")
+                    log(notes[-1])
                 if not args.no_ids:
                     rec["output_ids"] = new
                 failures_in_a_row = 0
