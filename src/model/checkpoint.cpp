@@ -173,9 +173,9 @@ void load_checkpoint_weights(const std::string& dir, Model& m) {
       if (matrix) shape.push_back(w.shape[1]);
       const SafetensorsTensor& t = ck.take(spec.hf_names[p], shape);
       if (p == 0) w.dtype = *t.dtype;
-      HAYATE_CHECK(*t.dtype == w.dtype, dir, ": tensor '", spec.hf_names[p], "' is ",
-                   t.dtype_name, " but '", spec.hf_names[0], "' is ", dtype_name(w.dtype),
-                   "; the parts of ", w.name, " must share a dtype");
+      HAYATE_CHECK(*t.dtype == w.dtype, dir, ": tensor '", spec.hf_names[p], "' is ", t.dtype_name,
+                   " but '", spec.hf_names[0], "' is ", dtype_name(w.dtype), "; the parts of ",
+                   w.name, " must share a dtype");
       w.parts.push_back(t.data);
     }
     m.weights.push_back(std::move(w));

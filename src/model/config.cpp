@@ -23,8 +23,8 @@ int get_int(const json& j, const std::string& source, const char* key, int fallb
   }
   HAYATE_CHECK(it->is_number_integer(), source, ": field '", key, "' must be an integer");
   int64_t v = it->get<int64_t>();
-  HAYATE_CHECK(v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max(),
-               source, ": field '", key, "' is out of range: ", v);
+  HAYATE_CHECK(v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max(), source,
+               ": field '", key, "' is out of range: ", v);
   return int(v);
 }
 
@@ -134,8 +134,8 @@ ModelConfig parse_config(const json& j, const std::string& source) {
     HAYATE_CHECK(it->is_array() && !it->empty() && (*it)[0].is_string(), source,
                  ": field 'architectures' must be a list of names");
     c.architecture = (*it)[0].get<std::string>();
-    HAYATE_CHECK(c.architecture == "LlamaForCausalLM", source, ": architecture '",
-                 c.architecture, "' is not supported (hayate runs LlamaForCausalLM)");
+    HAYATE_CHECK(c.architecture == "LlamaForCausalLM", source, ": architecture '", c.architecture,
+                 "' is not supported (hayate runs LlamaForCausalLM)");
   } else {
     auto mt = j.find("model_type");
     HAYATE_CHECK(mt != j.end() && mt->is_string() && mt->get<std::string>() == "llama", source,
@@ -155,20 +155,20 @@ ModelConfig parse_config(const json& j, const std::string& source) {
   c.num_layers = get_int(j, source, "num_hidden_layers", 0, true);
   c.num_heads = get_int(j, source, "num_attention_heads", 0, true);
   c.num_kv_heads = get_int(j, source, "num_key_value_heads", c.num_heads, false);
-  for (auto [key, v] : {std::pair{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
+  for (auto [key, v] : {std::pair{"vocab_size", c.vocab_size},
+                        {"hidden_size", c.hidden_size},
                         {"intermediate_size", c.intermediate_size},
                         {"num_hidden_layers", c.num_layers},
                         {"num_attention_heads", c.num_heads},
                         {"num_key_value_heads", c.num_kv_heads}})
     HAYATE_CHECK(v > 0, source, ": field '", key, "' must be positive, got ", v);
   HAYATE_CHECK(c.num_heads % c.num_kv_heads == 0, source, ": field 'num_attention_heads' (",
-               c.num_heads, ") is not a multiple of 'num_key_value_heads' (", c.num_kv_heads,
-               ")");
+               c.num_heads, ") is not a multiple of 'num_key_value_heads' (", c.num_kv_heads, ")");
   if (j.contains("head_dim") && !j.at("head_dim").is_null()) {
     c.head_dim = get_int(j, source, "head_dim", 0, true);
   } else {
-    HAYATE_CHECK(c.hidden_size % c.num_heads == 0, source, ": field 'hidden_size' (",
-                 c.hidden_size, ") is not a multiple of 'num_attention_heads' (", c.num_heads,
+    HAYATE_CHECK(c.hidden_size % c.num_heads == 0, source, ": field 'hidden_size' (", c.hidden_size,
+                 ") is not a multiple of 'num_attention_heads' (", c.num_heads,
                  ") and no 'head_dim' is given");
     c.head_dim = c.hidden_size / c.num_heads;
   }

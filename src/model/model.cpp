@@ -1,6 +1,7 @@
 // load_model, the weight table layout, and weight_to_f32.
 #include "model/model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <unordered_set>
@@ -36,11 +37,10 @@ void merge_generation_config(const std::string& path, ModelConfig& c) {
   HAYATE_CHECK(j.is_object(), path, ": expected a JSON object");
   auto it = j.find("eos_token_id");
   if (it == j.end() || it->is_null()) return;
-  std::vector<nlohmann::json> ids = it->is_array() ? it->get<std::vector<nlohmann::json>>()
-                                                   : std::vector<nlohmann::json>{*it};
+  std::vector<nlohmann::json> ids =
+      it->is_array() ? it->get<std::vector<nlohmann::json>>() : std::vector<nlohmann::json>{*it};
   for (const nlohmann::json& v : ids) {
-    HAYATE_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 &&
-                     v.get<int64_t>() < c.vocab_size,
+    HAYATE_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < c.vocab_size,
                  path, ": field 'eos_token_id' must hold token ids below vocab_size (",
                  c.vocab_size, "), got ", v.dump());
     const int32_t id = int32_t(v.get<int64_t>());
@@ -71,8 +71,8 @@ std::vector<WeightSpec> weight_layout(const ModelConfig& c) {
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t q = c.q_dim(), kv = c.kv_dim();
   std::vector<WeightSpec> out;
-  out.push_back(spec("embed", {c.vocab_size, hidden}, {"model.embed_tokens.weight"},
-                     {c.vocab_size}));
+  out.push_back(
+      spec("embed", {c.vocab_size, hidden}, {"model.embed_tokens.weight"}, {c.vocab_size}));
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string ours = cat("layers.", l, ".");
     const std::string hf = cat("model.layers.", l, ".");
@@ -82,8 +82,8 @@ std::vector<WeightSpec> weight_layout(const ModelConfig& c) {
                         hf + "self_attn.v_proj.weight"},
                        {q, kv, kv}));
     out.push_back(spec(ours + "wo", {hidden, q}, {hf + "self_attn.o_proj.weight"}, {hidden}));
-    out.push_back(spec(ours + "ffn_norm", {hidden}, {hf + "post_attention_layernorm.weight"},
-                       {hidden}));
+    out.push_back(
+        spec(ours + "ffn_norm", {hidden}, {hf + "post_attention_layernorm.weight"}, {hidden}));
     out.push_back(spec(ours + "w_gate_up", {2 * inter, hidden},
                        {hf + "mlp.gate_proj.weight", hf + "mlp.up_proj.weight"}, {inter, inter}));
     out.push_back(spec(ours + "w_down", {hidden, inter}, {hf + "mlp.down_proj.weight"}, {hidden}));
@@ -112,8 +112,7 @@ Model load_model(const std::string& spec_text, uint64_t seed, const std::string&
                ": not a checkpoint directory (expected a directory or dummy:NAME)");
   const std::string dir = spec_text;
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  m.config = parse_config(parse_json_strict(read_text_file(config_path), config_path),
-                          config_path);
+  m.config = parse_config(parse_json_strict(read_text_file(config_path), config_path), config_path);
   const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
   if (fs::exists(gen_path, ec)) merge_generation_config(gen_path, m.config);
   m.tokenizer_dir = dir;
@@ -123,8 +122,8 @@ Model load_model(const std::string& spec_text, uint64_t seed, const std::string&
 
 void weight_to_f32(const Model& m, const WeightSource& w, std::span<float> out) {
   const int64_t n = w.numel();
-  HAYATE_CHECK(int64_t(out.size()) == n, "weight_to_f32(", w.name, "): output holds ",
-               out.size(), " values, the weight ", n);
+  HAYATE_CHECK(int64_t(out.size()) == n, "weight_to_f32(", w.name, "): output holds ", out.size(),
+               " values, the weight ", n);
   float* dst = out.data();
   if (w.is_dummy()) {
     const uint64_t seed = m.seed, stream = w.dummy_stream;

@@ -20,11 +20,14 @@ class MappedFile;
 // One weight of the model under our name. Its data is the concatenation of
 // `parts` along dim 0 (each part a whole number of rows, in file dtype), or,
 // for dummy models, offset + scale * uniform_pm1(seed, stream, i) for element
-// i (core/rng.h); then `parts` is empty.
+// i (core/rng.h); then `parts` is empty. Parts point into memory-mapped
+// safetensors data, which the format does not align to the element size:
+// read elements with memcpy (weight_to_f32 does) or copy them as bytes.
+// Dummy weights carry the config's torch_dtype as `dtype`.
 struct WeightSource {
-  std::string name;              // e.g. "layers.3.wqkv"
-  DType dtype = DType::F32;      // dtype of the stored data
-  std::vector<int64_t> shape;    // row-major, e.g. {qkv_dim, hidden}
+  std::string name;            // e.g. "layers.3.wqkv"
+  DType dtype = DType::F32;    // dtype of the stored data
+  std::vector<int64_t> shape;  // row-major, e.g. {qkv_dim, hidden}
   std::vector<std::span<const uint8_t>> parts;
   uint64_t dummy_stream = 0;
   float dummy_scale = 0.0f;
@@ -53,7 +56,7 @@ struct Model {
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mapped data alive
 
   const WeightSource& weight(const std::string& name) const;  // throws if absent
-  const WeightSource& lm_head() const;  // lm_head, or embed when tied
+  const WeightSource& lm_head() const;                        // lm_head, or embed when tied
   bool is_dummy() const { return spec.rfind("dummy:", 0) == 0; }
 };
 

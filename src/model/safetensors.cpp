@@ -21,15 +21,14 @@ constexpr int kMaxDepth = 16;
 // Parses the header text, rejecting duplicate keys in any object:
 // nlohmann::json would silently keep the last one, and a duplicated tensor
 // name is exactly the ambiguity the spec forbids.
-json parse_strict(const char* begin, const char* end, const std::string& source,
-                  const char* what) {
+json parse_strict(const char* begin, const char* end, const std::string& source, const char* what) {
   std::vector<std::unordered_set<std::string>> keys;  // one set per open object
   auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
-        HAYATE_CHECK(depth < kMaxDepth, source, ": ", what, " is nested deeper than ",
-                     kMaxDepth, " levels");
+        HAYATE_CHECK(depth < kMaxDepth, source, ": ", what, " is nested deeper than ", kMaxDepth,
+                     " levels");
         if (event == json::parse_event_t::object_start) keys.emplace_back();
         break;
       case json::parse_event_t::object_end:
@@ -61,9 +60,9 @@ uint64_t read_u64_le(const uint8_t* p) {
 
 // A non-negative integer that fits int64 (shape entries, offsets).
 uint64_t get_index(const json& v, const std::string& what) {
-  HAYATE_CHECK(v.is_number_unsigned() &&
-                   v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
-               what, " must be a non-negative integer, got ", v.dump());
+  HAYATE_CHECK(
+      v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
+      what, " must be a non-negative integer, got ", v.dump());
   return v.get<uint64_t>();
 }
 
@@ -89,8 +88,8 @@ SafetensorsTensor parse_entry(const std::string& name, const json& info,
   uint64_t total_bits = uint64_t(bits);
   for (const json& d : *sh) {
     uint64_t n = get_index(d, what + ": shape entry");
-    HAYATE_CHECK(!__builtin_mul_overflow(total_bits, n, &total_bits), what,
-                 ": shape overflows (", sh->dump(), ")");
+    HAYATE_CHECK(!__builtin_mul_overflow(total_bits, n, &total_bits), what, ": shape overflows (",
+                 sh->dump(), ")");
     t.shape.push_back(int64_t(n));
   }
   HAYATE_CHECK(total_bits % 8 == 0, what, ": size of ", sh->dump(), " x ", t.dtype_name,
@@ -103,9 +102,9 @@ SafetensorsTensor parse_entry(const std::string& name, const json& info,
   t.end = get_index((*off)[1], what + ": data_offsets end");
   HAYATE_CHECK(t.begin <= t.end, what, ": data_offsets [", t.begin, ", ", t.end,
                "] end before begin");
-  HAYATE_CHECK(t.end - t.begin == total_bits / 8, what, ": data_offsets [", t.begin, ", ",
-               t.end, "] hold ", t.end - t.begin, " bytes but shape ", sh->dump(), " x ",
-               t.dtype_name, " needs ", total_bits / 8);
+  HAYATE_CHECK(t.end - t.begin == total_bits / 8, what, ": data_offsets [", t.begin, ", ", t.end,
+               "] hold ", t.end - t.begin, " bytes but shape ", sh->dump(), " x ", t.dtype_name,
+               " needs ", total_bits / 8);
   return t;
 }
 
@@ -113,10 +112,10 @@ SafetensorsTensor parse_entry(const std::string& name, const json& info,
 
 int safetensors_dtype_bits(const std::string& d) {
   static constexpr std::pair<std::string_view, int> kBits[] = {
-      {"BOOL", 8},    {"U8", 8},       {"I8", 8},       {"F8_E5M2", 8}, {"F8_E4M3", 8},
-      {"F8_E8M0", 8}, {"F4", 4},       {"F6_E2M3", 6},  {"F6_E3M2", 6}, {"I16", 16},
-      {"U16", 16},    {"F16", 16},     {"BF16", 16},    {"I32", 32},    {"U32", 32},
-      {"F32", 32},    {"I64", 64},     {"U64", 64},     {"F64", 64},    {"C64", 64}};
+      {"BOOL", 8},    {"U8", 8},   {"I8", 8},      {"F8_E5M2", 8}, {"F8_E4M3", 8},
+      {"F8_E8M0", 8}, {"F4", 4},   {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"I16", 16},
+      {"U16", 16},    {"F16", 16}, {"BF16", 16},   {"I32", 32},    {"U32", 32},
+      {"F32", 32},    {"I64", 64}, {"U64", 64},    {"F64", 64},    {"C64", 64}};
   for (const auto& [name, bits] : kBits)
     if (name == d) return bits;
   return 0;
@@ -150,8 +149,7 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes, const std::str
     if (name == "__metadata__") {
       HAYATE_CHECK(info.is_object(), source, ": __metadata__ must be an object");
       for (const auto& [k, v] : info.items()) {
-        HAYATE_CHECK(v.is_string(), source, ": __metadata__ value of '", k,
-                     "' must be a string");
+        HAYATE_CHECK(v.is_string(), source, ": __metadata__ value of '", k, "' must be a string");
         f.metadata[k] = v.get<std::string>();
       }
       continue;
@@ -172,8 +170,8 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes, const std::str
   uint64_t expected = 0;
   for (size_t i : order) {
     const SafetensorsTensor& t = f.tensors[i];
-    HAYATE_CHECK(t.end <= data.size(), source, ": tensor '", t.name, "' data_offsets [",
-                 t.begin, ", ", t.end, "] run past the ", data.size(), "-byte data section");
+    HAYATE_CHECK(t.end <= data.size(), source, ": tensor '", t.name, "' data_offsets [", t.begin,
+                 ", ", t.end, "] run past the ", data.size(), "-byte data section");
     HAYATE_CHECK(t.begin >= expected, source, ": tensor '", t.name, "' overlaps the previous ",
                  "tensor (begins at ", t.begin, ", previous ends at ", expected, ")");
     HAYATE_CHECK(t.begin == expected, source, ": tensor '", t.name, "' leaves a hole in the ",

@@ -23,7 +23,7 @@ namespace hayate {
 
 struct SafetensorsTensor {
   std::string name;
-  std::string dtype_name;     // as in the file: "BF16", "F32", "I64", ...
+  std::string dtype_name;      // as in the file: "BF16", "F32", "I64", ...
   std::optional<DType> dtype;  // set for F32, F16, BF16 (what hayate computes with)
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // offsets within the data section

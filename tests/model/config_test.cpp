@@ -15,7 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-ModelConfig parse(const json& j) { return parse_config(j, "config.json"); }
+ModelConfig parse(const json& j) {
+  return parse_config(j, "config.json");
+}
 
 TEST(Config, ParsesLlama31Config) {
   const ModelConfig c = parse(json::parse(dummy_config_json("llama-3.1-8b")));
@@ -65,8 +67,11 @@ TEST(Config, HeadDimMayDifferFromHiddenOverHeads) {
 TEST(Config, AcceptsModelTypeWithoutArchitecturesAndRopeTypeSpellings) {
   json j = test::small_llama_config();
   j.erase("architectures");
-  j["rope_scaling"] = {{"type", "llama3"}, {"factor", 2.0}, {"low_freq_factor", 1.0},
-                       {"high_freq_factor", 2.0}, {"original_max_position_embeddings", 16}};
+  j["rope_scaling"] = {{"type", "llama3"},
+                       {"factor", 2.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 2.0},
+                       {"original_max_position_embeddings", 16}};
   const ModelConfig c = parse(j);
   EXPECT_TRUE(c.rope_scaling.llama3);
   EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 16);
@@ -80,9 +85,9 @@ TEST(Config, AcceptsTransformers5RopeParameters) {
   j.erase("rope_theta");
   j.erase("torch_dtype");
   j["dtype"] = "float16";
-  j["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
-                          {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                          {"original_max_position_embeddings", 32}};
+  j["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                          {"factor", 8.0},           {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 32}};
   const ModelConfig c = parse(j);
   EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
   EXPECT_TRUE(c.rope_scaling.llama3);
@@ -120,8 +125,11 @@ TEST(Config, RejectsIncompleteLlama3Scaling) {
   json j = test::small_llama_config();
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
   EXPECT_ERROR(parse(j), "lacks 'low_freq_factor'");
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0},
-                       {"high_freq_factor", 1.0}, {"original_max_position_embeddings", 16}};
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 4.0},
+                       {"high_freq_factor", 1.0},
+                       {"original_max_position_embeddings", 16}};
   EXPECT_ERROR(parse(j), "high_freq_factor must exceed");
 }
 
@@ -153,7 +161,8 @@ TEST(Config, RejectsWrongFieldTypes) {
 TEST(Config, RejectsInconsistentShapes) {
   json j = test::small_llama_config();
   j["num_key_value_heads"] = 3;
-  EXPECT_ERROR(parse(j), "'num_attention_heads' (4) is not a multiple of 'num_key_value_heads' (3)");
+  EXPECT_ERROR(parse(j),
+               "'num_attention_heads' (4) is not a multiple of 'num_key_value_heads' (3)");
   j = test::small_llama_config();
   j["num_attention_heads"] = 3;
   j["num_key_value_heads"] = 3;

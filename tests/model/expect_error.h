@@ -22,10 +22,10 @@ std::string error_of(F&& f) {
 
 }  // namespace hayate::test
 
-#define EXPECT_ERROR(statement, substring)                                        \
-  do {                                                                            \
-    const std::string hayate_msg_ = ::hayate::test::error_of([&] { statement; }); \
-    EXPECT_NE(hayate_msg_.find(substring), std::string::npos)                     \
-        << "message: " << hayate_msg_ << "\nexpected to contain: " << (substring); \
+#define EXPECT_ERROR(statement, substring)                                                 \
+  do {                                                                                     \
+    const std::string hayate_msg_ = ::hayate::test::error_of([&] { statement; });          \
+    EXPECT_NE(hayate_msg_.find(substring), std::string::npos)                              \
+        << "message: " << hayate_msg_ << "\nexpected to contain: " << (substring);         \
     EXPECT_EQ(hayate_msg_.find('\n'), std::string::npos) << "multi-line: " << hayate_msg_; \
   } while (0)

@@ -1,6 +1,8 @@
 // Loading checkpoint directories written by st_writer.h: weight order,
 // fusion, dtype conversion, shards, and each kind of bad input.
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -17,7 +19,9 @@ using nlohmann::json;
 using test::StTensor;
 using test::TempDir;
 
-Model load(const std::string& dir) { return load_model(dir, 0, "/nonexistent-assets"); }
+Model load(const std::string& dir) {
+  return load_model(dir, 0, "/nonexistent-assets");
+}
 
 std::vector<float> to_f32(const Model& m, const std::string& name) {
   const WeightSource& w = m.weight(name);
@@ -106,8 +110,10 @@ TEST(Loader, LoadsShardedCheckpointAndMergesGenerationConfig) {
   EXPECT_EQ(m.config.eos_ids, (std::vector<int32_t>{2, 9}));
   // Parts of one fused weight come from different shards.
   EXPECT_EQ(to_f32(m, "layers.0.w_gate_up").size(), 48u * 16u);
-  std::vector<float> want = source_values(find(ts, "model.layers.0.mlp.gate_proj.weight"), DType::BF16);
-  const std::vector<float> up = source_values(find(ts, "model.layers.0.mlp.up_proj.weight"), DType::BF16);
+  std::vector<float> want =
+      source_values(find(ts, "model.layers.0.mlp.gate_proj.weight"), DType::BF16);
+  const std::vector<float> up =
+      source_values(find(ts, "model.layers.0.mlp.up_proj.weight"), DType::BF16);
   want.insert(want.end(), up.begin(), up.end());
   EXPECT_EQ(to_f32(m, "layers.0.w_gate_up"), want);
 }
@@ -122,8 +128,8 @@ TEST(Loader, TiedEmbeddingsUseEmbedAndIgnoreStoredLmHead) {
   EXPECT_EQ(&m.lm_head(), &m.weight("embed"));
   EXPECT_ERROR(m.weight("lm_head"), "no weight 'lm_head'");
   // Some exports store lm_head.weight even when tied: HF ties it anyway.
-  ts.push_back(test::make_tensor("lm_head.weight", DType::F32, {40, 16},
-                                 std::vector<float>(640, 0.0f)));
+  ts.push_back(
+      test::make_tensor("lm_head.weight", DType::F32, {40, 16}, std::vector<float>(640, 0.0f)));
   test::write_checkpoint(dir.path(), cfg, ts);
   EXPECT_EQ(load(dir.path()).weights.size(), m.weights.size());
 }
@@ -168,9 +174,9 @@ TEST(Loader, RejectsMalformedJsonFiles) {
 TEST(Loader, RejectsMissingWeight) {
   TempDir dir("missw");
   const json cfg = test::small_llama_config();
-  test::write_checkpoint(dir.path(), cfg,
-                         without(test::llama_tensors(cfg, DType::F32, 1),
-                                 "model.layers.1.self_attn.v_proj.weight"));
+  test::write_checkpoint(
+      dir.path(), cfg,
+      without(test::llama_tensors(cfg, DType::F32, 1), "model.layers.1.self_attn.v_proj.weight"));
   EXPECT_ERROR(load(dir.path()),
                "model.safetensors: missing tensor 'model.layers.1.self_attn.v_proj.weight' "
                "(expected shape [8, 16])");
@@ -198,8 +204,9 @@ TEST(Loader, RejectsUnsupportedDtype) {
   for (StTensor& t : ts)
     if (t.name == "model.norm.weight") t.dtype = "I32";  // same byte size as F32
   test::write_checkpoint(dir.path(), cfg, ts);
-  EXPECT_ERROR(load(dir.path()),
-               "tensor 'model.norm.weight' has unsupported dtype I32 (hayate reads F32, F16, BF16)");
+  EXPECT_ERROR(
+      load(dir.path()),
+      "tensor 'model.norm.weight' has unsupported dtype I32 (hayate reads F32, F16, BF16)");
 }
 
 TEST(Loader, RejectsMixedDtypesWithinAFusedWeight) {
@@ -225,8 +232,7 @@ TEST(Loader, RejectsHostileWeightFile) {
   TempDir dir("hostile");
   const json cfg = test::small_llama_config();
   test::write_checkpoint(dir.path(), cfg, test::llama_tensors(cfg, DType::F32, 1));
-  std::vector<uint8_t> bytes =
-      test::safetensors_bytes(test::llama_tensors(cfg, DType::F32, 1));
+  std::vector<uint8_t> bytes = test::safetensors_bytes(test::llama_tensors(cfg, DType::F32, 1));
   bytes.pop_back();  // a truncated download
   test::write_file(dir / "model.safetensors", bytes);
   EXPECT_ERROR(load(dir.path()), "model.safetensors: tensor 'lm_head.weight' data_offsets");
@@ -259,9 +265,10 @@ TEST_F(ShardedCheckpoint, RejectsIndexNamingMissingShard) {
 TEST_F(ShardedCheckpoint, RejectsIndexEntryForTensorNotInShard) {
   index["weight_map"]["model.layers.7.mlp.up_proj.weight"] = "model-00001-of-00002.safetensors";
   write_index();
-  EXPECT_ERROR(load(dir.path()), "model.safetensors.index.json: tensor "
-                                 "'model.layers.7.mlp.up_proj.weight' is not in "
-                                 "model-00001-of-00002.safetensors");
+  EXPECT_ERROR(load(dir.path()),
+               "model.safetensors.index.json: tensor "
+               "'model.layers.7.mlp.up_proj.weight' is not in "
+               "model-00001-of-00002.safetensors");
 }
 
 TEST_F(ShardedCheckpoint, RejectsIndexPointingAtWrongShard) {

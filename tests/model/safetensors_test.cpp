@@ -25,12 +25,12 @@ std::vector<uint8_t> ramp(size_t n) {
 }
 
 TEST(Safetensors, RoundTripsTensorsAndMetadata) {
-  const std::vector<uint8_t> bytes = safetensors_bytes(
-      {test::make_tensor("a", DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6}),
-       test::make_tensor("b", DType::BF16, {4}, {1, -1, 0.5f, 2}),
-       test::make_tensor("c", DType::F16, {1, 1, 2}, {3, 4}),
-       {"ids", "I64", {2}, std::vector<uint8_t>(16, 7)}},
-      {{"format", "pt"}});
+  const std::vector<uint8_t> bytes =
+      safetensors_bytes({test::make_tensor("a", DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6}),
+                         test::make_tensor("b", DType::BF16, {4}, {1, -1, 0.5f, 2}),
+                         test::make_tensor("c", DType::F16, {1, 1, 2}, {3, 4}),
+                         {"ids", "I64", {2}, std::vector<uint8_t>(16, 7)}},
+                        {{"format", "pt"}});
   const SafetensorsFile f = parse(bytes);
   ASSERT_EQ(f.tensors.size(), 4u);
   EXPECT_EQ(f.metadata.at("format"), "pt");
@@ -55,10 +55,10 @@ TEST(Safetensors, RoundTripsTensorsAndMetadata) {
 
 TEST(Safetensors, AcceptsEmptyHeaderAndZeroSizedTensors) {
   EXPECT_TRUE(parse(raw_safetensors("{}")).tensors.empty());
-  const SafetensorsFile f = parse(raw_safetensors(
-      R"({"z":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]},)"
-      R"("s":{"dtype":"F16","shape":[],"data_offsets":[0,2]}})",
-      ramp(2)));
+  const SafetensorsFile f =
+      parse(raw_safetensors(R"({"z":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]},)"
+                            R"("s":{"dtype":"F16","shape":[],"data_offsets":[0,2]}})",
+                            ramp(2)));
   EXPECT_EQ(f.find("z")->data.size(), 0u);
   EXPECT_EQ(f.find("s")->data.size(), 2u);  // a scalar: shape [] holds one element
 }
@@ -98,9 +98,8 @@ TEST(Safetensors, RejectsBadMetadata) {
 }
 
 TEST(Safetensors, RejectsDuplicateTensorNames) {
-  const std::string header =
-      R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-      R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+  const std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                             R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
   EXPECT_ERROR(parse(raw_safetensors(header, ramp(8))), "duplicate key 'w'");
 }
 
@@ -115,96 +114,95 @@ TEST(Safetensors, RejectsEntryThatIsNotAnObject) {
 }
 
 TEST(Safetensors, RejectsUnknownOrMissingDtype) {
-  EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}})",
-                                     ramp(4))),
-               "unknown dtype 'F99'");
+  EXPECT_ERROR(
+      parse(raw_safetensors(R"({"w":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}})", ramp(4))),
+      "unknown dtype 'F99'");
   EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", ramp(4))),
                "missing string 'dtype'");
 }
 
 TEST(Safetensors, RejectsNegativeOrNonIntegerShape) {
-  EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
-                                     ramp(4))),
-               "shape entry must be a non-negative integer");
+  EXPECT_ERROR(
+      parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", ramp(4))),
+      "shape entry must be a non-negative integer");
   EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}})",
                                      ramp(4))),
                "shape entry must be a non-negative integer");
-  EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":4,"data_offsets":[0,4]}})",
-                                     ramp(4))),
-               "missing list 'shape'");
+  EXPECT_ERROR(
+      parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":4,"data_offsets":[0,4]}})", ramp(4))),
+      "missing list 'shape'");
 }
 
 TEST(Safetensors, RejectsShapeWhoseByteSizeOverflows) {
   // 2^32 * 2^32 * 32 bits wraps a 64-bit size to 0, matching offsets [0, 0].
-  EXPECT_ERROR(parse(raw_safetensors(
-                   R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})")),
-               "shape overflows");
+  EXPECT_ERROR(
+      parse(raw_safetensors(
+          R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})")),
+      "shape overflows");
 }
 
 TEST(Safetensors, RejectsByteSizeNotMatchingShape) {
-  EXPECT_ERROR(parse(raw_safetensors(
-                   R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})", ramp(12))),
+  EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})",
+                                     ramp(12))),
                "needs 16");
 }
 
 TEST(Safetensors, RejectsSubByteSizeThatIsNotWholeBytes) {
-  EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})",
-                                     ramp(2))),
-               "whole number of bytes");
+  EXPECT_ERROR(
+      parse(raw_safetensors(R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", ramp(2))),
+      "whole number of bytes");
 }
 
 TEST(Safetensors, RejectsMalformedOffsets) {
   EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}})",
                                      ramp(4))),
                "must be [begin, end]");
-  EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,-4]}})",
-                                     ramp(4))),
-               "data_offsets end must be a non-negative integer");
-  EXPECT_ERROR(parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})",
-                                     ramp(4))),
-               "end before begin");
+  EXPECT_ERROR(
+      parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,-4]}})", ramp(4))),
+      "data_offsets end must be a non-negative integer");
+  EXPECT_ERROR(
+      parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", ramp(4))),
+      "end before begin");
 }
 
 TEST(Safetensors, RejectsOffsetsOutOfBounds) {
-  EXPECT_ERROR(parse(raw_safetensors(
-                   R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", ramp(4))),
-               "run past the 4-byte data section");
+  EXPECT_ERROR(
+      parse(raw_safetensors(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", ramp(4))),
+      "run past the 4-byte data section");
   // Offsets near 2^63 must not wrap around the bounds check.
-  EXPECT_ERROR(parse(raw_safetensors(
-                   R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[9223372036854775800,9223372036854775804]}})",
-                   ramp(4))),
-               "run past");
+  EXPECT_ERROR(
+      parse(raw_safetensors(
+          R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[9223372036854775800,9223372036854775804]}})",
+          ramp(4))),
+      "run past");
 }
 
 TEST(Safetensors, RejectsHoleBetweenTensors) {
-  const std::string header =
-      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
+  const std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                             R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
   EXPECT_ERROR(parse(raw_safetensors(header, ramp(12))), "leaves a hole");
 }
 
 TEST(Safetensors, RejectsHoleAtStartOfData) {
-  EXPECT_ERROR(parse(raw_safetensors(
-                   R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", ramp(8))),
-               "leaves a hole");
+  EXPECT_ERROR(
+      parse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", ramp(8))),
+      "leaves a hole");
 }
 
 TEST(Safetensors, RejectsOverlappingTensors) {
-  const std::string header =
-      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+  const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
   EXPECT_ERROR(parse(raw_safetensors(header, ramp(8))), "overlaps");
   // The same region named twice is an overlap too (aliasing).
-  const std::string alias =
-      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  const std::string alias = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                            R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
   EXPECT_ERROR(parse(raw_safetensors(alias, ramp(4))), "overlaps");
 }
 
 TEST(Safetensors, RejectsUncoveredTrailingData) {
-  EXPECT_ERROR(parse(raw_safetensors(
-                   R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", ramp(6))),
-               "cover 4 of the 6 bytes");
+  EXPECT_ERROR(
+      parse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", ramp(6))),
+      "cover 4 of the 6 bytes");
 }
 
 TEST(Safetensors, RejectsDeepNesting) {

@@ -31,8 +31,12 @@ struct StTensor {
 // Encodes float values as F32, F16 or BF16 bytes (little-endian).
 inline StTensor make_tensor(std::string name, DType t, std::vector<int64_t> shape,
                             const std::vector<float>& values) {
-  StTensor s{std::move(name), t == DType::F32 ? "F32" : t == DType::F16 ? "F16" : "BF16",
-             std::move(shape), {}};
+  StTensor s{std::move(name),
+             t == DType::F32   ? "F32"
+             : t == DType::F16 ? "F16"
+                               : "BF16",
+             std::move(shape),
+             {}};
   s.data.resize(values.size() * dtype_size(t));
   for (size_t i = 0; i < values.size(); ++i) {
     if (t == DType::F32) {
@@ -53,9 +57,8 @@ inline std::vector<uint8_t> safetensors_bytes(const std::vector<StTensor>& tenso
   if (!meta.empty()) h["__metadata__"] = meta;
   uint64_t offset = 0;
   for (const StTensor& t : tensors) {
-    h[t.name] = {{"dtype", t.dtype},
-                 {"shape", t.shape},
-                 {"data_offsets", {offset, offset + t.data.size()}}};
+    h[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
     offset += t.data.size();
   }
   std::string text = h.dump();
@@ -120,7 +123,8 @@ inline std::vector<StTensor> llama_tensors(const nlohmann::json& cfg, DType t, u
     shapes.push_back({p + "mlp.down_proj.weight", {hidden, inter}});
   }
   shapes.push_back({"model.norm.weight", {hidden}});
-  if (!cfg.value("tie_word_embeddings", false)) shapes.push_back({"lm_head.weight", {vocab, hidden}});
+  if (!cfg.value("tie_word_embeddings", false))
+    shapes.push_back({"lm_head.weight", {vocab, hidden}});
   std::vector<StTensor> out;
   for (size_t k = 0; k < shapes.size(); ++k) {
     int64_t n = 1;
@@ -162,7 +166,8 @@ inline void write_checkpoint(const std::string& dir, const nlohmann::json& cfg,
     return;
   }
   std::vector<std::vector<StTensor>> parts(static_cast<size_t>(shards));
-  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                          {"weight_map", nlohmann::json::object()}};
   for (size_t k = 0; k < tensors.size(); ++k) {
     const size_t s = k % size_t(shards);
     parts[s].push_back(tensors[k]);
