@@ -164,10 +164,6 @@ struct Engine::Impl {
   void on_sampled(Active& a, int32_t id) {
     Sequence& s = a.seq;
     s.tokens.push_back(id);
-    {
-      std::lock_guard<std::mutex> g(stats_mu);
-      ++stats.generation_tokens_total;
-    }
     const bool eos = !s.stop.ignore_eos && contains(s.stop.eos_ids, id);
     if (eos || contains(s.stop.stop_token_ids, id)) {
       // The stop id is reported but its text is not (as generate()).
@@ -230,10 +226,13 @@ struct Engine::Impl {
       return;
     }
     scheduler.commit(out);
+    uint64_t generated = 0;
+    for (const ScheduledSeq& s : out.seqs) generated += s.sample ? 1 : 0;
     {
       std::lock_guard<std::mutex> g(stats_mu);
       ++stats.steps;
       stats.computed_tokens_total += uint64_t(out.num_tokens);
+      stats.generation_tokens_total += generated;
     }
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       if (!out.seqs[i].sample) continue;
@@ -332,6 +331,8 @@ struct Engine::Impl {
 
   void stop_thread() {
     if (!loop.joinable()) return;
+    HAYATE_CHECK(std::this_thread::get_id() != loop.get_id(),
+                 "engine: stop() called from an event callback (the loop thread)");
     {
       std::lock_guard<std::mutex> g(inbox_mu);
       stop_loop.store(true);
