@@ -88,7 +88,9 @@ Percentiles percentiles(const std::vector<double>& v) {
   return p;
 }
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 }  // namespace
 
@@ -208,11 +210,13 @@ namespace {
 
 json opt_json(const std::optional<Percentiles>& p) {
   if (!p) return nullptr;
-  return json{{"mean", p->mean}, {"p50", p->p50}, {"p90", p->p90}, {"p99", p->p99},
-              {"max", p->max}};
+  return json{
+      {"mean", p->mean}, {"p50", p->p50}, {"p90", p->p90}, {"p99", p->p99}, {"max", p->max}};
 }
 
-json null_if_empty(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+json null_if_empty(const std::string& s) {
+  return s.empty() ? json(nullptr) : json(s);
+}
 
 }  // namespace
 
@@ -250,9 +254,8 @@ json to_json(const ThroughputResult& r) {
        {{"spec", r.model.spec},
         {"dtype", r.model.dtype},
         {"seed", r.model.seed},
-        {"weight_bytes_per_token", r.model.weight_bytes_per_token
-                                       ? json(*r.model.weight_bytes_per_token)
-                                       : json(nullptr)}}},
+        {"weight_bytes_per_token",
+         r.model.weight_bytes_per_token ? json(*r.model.weight_bytes_per_token) : json(nullptr)}}},
       {"workload",
        {{"preset", null_if_empty(o.preset)},
         {"num_prompts", int(r.requests.size())},

@@ -28,15 +28,15 @@ inline constexpr const char* kThroughputSchemaName = "hayate-bench-throughput";
 inline constexpr int kThroughputSchemaVersion = 1;
 
 struct ThroughputOptions {
-  std::string preset;           // informational: the preset these values came from
+  std::string preset;  // informational: the preset these values came from
   int num_prompts = 256;
-  int input_len = 128;          // random prompts: ids per prompt
-  int output_len = 128;         // new tokens per request
-  int concurrency = 0;          // most requests in flight; 0 = all submitted at once
-  std::string dataset;          // prompt file (one per line or JSON, as --workload); needs a tokenizer
-  uint64_t seed = 0;            // random prompt ids
-  int warmup = 0;               // untimed requests first (graph capture, allocator warm-up)
-  int max_num_seqs = 256;       // engine: sequences per step
+  int input_len = 128;     // random prompts: ids per prompt
+  int output_len = 128;    // new tokens per request
+  int concurrency = 0;     // most requests in flight; 0 = all submitted at once
+  std::string dataset;     // prompt file (one per line or JSON, as --workload); needs a tokenizer
+  uint64_t seed = 0;       // random prompt ids
+  int warmup = 0;          // untimed requests first (graph capture, allocator warm-up)
+  int max_num_seqs = 256;  // engine: sequences per step
   int max_num_batched_tokens = 8192;  // engine: tokens per step
 };
 
@@ -56,10 +56,10 @@ struct ThroughputRequest {
   int index = 0;
   int prompt_tokens = 0;
   int output_tokens = 0;
-  double latency_s = 0.0;           // submit to final event
-  std::optional<double> ttft_s;     // submit to first id
-  std::optional<double> tpot_ms;    // (latency - ttft) / (output_tokens - 1)
-  std::string finish;               // length, stop, abort
+  double latency_s = 0.0;         // submit to final event
+  std::optional<double> ttft_s;   // submit to first id
+  std::optional<double> tpot_ms;  // (latency - ttft) / (output_tokens - 1)
+  std::string finish;             // length, stop, abort
   std::string error;
 };
 
@@ -91,8 +91,8 @@ struct ThroughputResult {
   std::string backend;
   std::string commit;
   std::string created_utc;
-  SystemInfo system;   // caller's
-  ModelInfo model;     // caller's
+  SystemInfo system;  // caller's
+  ModelInfo model;    // caller's
   ThroughputOptions options;
   std::vector<ThroughputRequest> requests;
   ThroughputSummary summary;

@@ -36,22 +36,20 @@ std::vector<float> load_f32(const Model& m, const std::string& name, int64_t exp
 class CpuPagedBackend final : public BatchBackend {
  public:
   CpuPagedBackend(const Model& model, const BatchBackendOptions& o) : c_(model.config) {
-    HAYATE_CHECK(c_.num_kv_heads > 0 && c_.num_heads % c_.num_kv_heads == 0,
-                 "num_attention_heads ", c_.num_heads, " is not a multiple of num_key_value_heads ",
-                 c_.num_kv_heads);
+    HAYATE_CHECK(c_.num_kv_heads > 0 && c_.num_heads % c_.num_kv_heads == 0, "num_attention_heads ",
+                 c_.num_heads, " is not a multiple of num_key_value_heads ", c_.num_kv_heads);
     HAYATE_CHECK(c_.head_dim > 0 && c_.head_dim % 2 == 0, "head_dim ", c_.head_dim,
                  " must be positive and even");
     HAYATE_CHECK(o.block_size >= 1, "--block-size must be >= 1, got ", o.block_size);
     HAYATE_CHECK(o.num_blocks >= 0, "--num-kv-blocks must be >= 0, got ", o.num_blocks);
     HAYATE_CHECK(o.max_model_len >= 0, "--max-model-len must be >= 0, got ", o.max_model_len);
-    max_model_len_ = o.max_model_len > 0 ? o.max_model_len
-                                         : std::min(c_.max_position_embeddings, 8192);
+    max_model_len_ =
+        o.max_model_len > 0 ? o.max_model_len : std::min(c_.max_position_embeddings, 8192);
     HAYATE_CHECK(max_model_len_ <= c_.max_position_embeddings, "--max-model-len ", max_model_len_,
                  " exceeds the model's max_position_embeddings ", c_.max_position_embeddings);
     block_size_ = o.block_size;
-    num_blocks_ = o.num_blocks > 0
-                      ? o.num_blocks
-                      : 4 * ((max_model_len_ + block_size_ - 1) / block_size_);
+    num_blocks_ =
+        o.num_blocks > 0 ? o.num_blocks : 4 * ((max_model_len_ + block_size_ - 1) / block_size_);
 
     const int64_t H = c_.hidden_size, V = c_.vocab_size, I = c_.intermediate_size;
     embed_ = load_f32(model, "embed", V * H);
@@ -71,8 +69,8 @@ class CpuPagedBackend final : public BatchBackend {
     inv_freq_ = rope_inv_freq(c_);
     HAYATE_CHECK(int(inv_freq_.size()) == c_.head_dim / 2, "rope table has ", inv_freq_.size(),
                  " entries, expected ", c_.head_dim / 2);
-    const size_t pool = size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) *
-                        size_t(c_.kv_dim());
+    const size_t pool =
+        size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) * size_t(c_.kv_dim());
     k_pool_.assign(pool, 0.0f);
     v_pool_.assign(pool, 0.0f);
   }
@@ -132,11 +130,13 @@ class CpuPagedBackend final : public BatchBackend {
         vc.resize(size_t(len) * kv_dim);
         for (int p = 0; p < len; p += block_size_) {
           const int rows = std::min(block_size_, len - p);
-          std::copy_n(slot(k_pool_, l, s, p), size_t(rows) * kv_dim, kc.data() + size_t(p) * kv_dim);
-          std::copy_n(slot(v_pool_, l, s, p), size_t(rows) * kv_dim, vc.data() + size_t(p) * kv_dim);
+          std::copy_n(slot(k_pool_, l, s, p), size_t(rows) * kv_dim,
+                      kc.data() + size_t(p) * kv_dim);
+          std::copy_n(slot(v_pool_, l, s, p), size_t(rows) * kv_dim,
+                      vc.data() + size_t(p) * kv_dim);
         }
-        cpu::attention(q.data() + r0 * q_dim, kc.data(), vc.data(), att.data() + r0 * q_dim, n,
-                       pos, c_.num_heads, c_.num_kv_heads, c_.head_dim);
+        cpu::attention(q.data() + r0 * q_dim, kc.data(), vc.data(), att.data() + r0 * q_dim, n, pos,
+                       c_.num_heads, c_.num_kv_heads, c_.head_dim);
       }
       cpu::matmul(L.wo.data(), att.data(), tmp.data(), N, H, q_dim);
       cpu::add(x.data(), tmp.data(), int64_t(N) * H);
@@ -163,9 +163,9 @@ class CpuPagedBackend final : public BatchBackend {
     cpu::matmul(lm_weights().data(), last.data(), logits.data(), m, V, H);
     for (int j = 0; j < m; ++j) {
       const BatchSeq& s = batch.seqs[which[size_t(j)]];
-      sampled[which[size_t(j)]] = sample_token(
-          std::span<const float>(logits).subspan(size_t(j) * V, size_t(V)), *s.sampling,
-          s.sample_step);
+      sampled[which[size_t(j)]] =
+          sample_token(std::span<const float>(logits).subspan(size_t(j) * V, size_t(V)),
+                       *s.sampling, s.sample_step);
     }
   }
 
@@ -189,8 +189,8 @@ class CpuPagedBackend final : public BatchBackend {
                    "batch step: sequence ", s.seq_id, " positions [", s.start_pos, ", ",
                    int64_t(s.start_pos) + n, ") exceed max_model_len ", max_model_len_);
       HAYATE_CHECK(int64_t(s.block_table.size()) * block_size_ >= int64_t(s.start_pos) + n,
-                   "batch step: sequence ", s.seq_id, " has ", s.block_table.size(),
-                   " blocks for ", s.start_pos + n, " positions");
+                   "batch step: sequence ", s.seq_id, " has ", s.block_table.size(), " blocks for ",
+                   s.start_pos + n, " positions");
       for (int32_t b : s.block_table)
         HAYATE_CHECK(b >= 0 && b < num_blocks_, "batch step: sequence ", s.seq_id, " names block ",
                      b, " outside the pool of ", num_blocks_);
@@ -214,9 +214,9 @@ class CpuPagedBackend final : public BatchBackend {
   std::vector<float> final_norm_;  // [hidden]
   std::vector<float> lm_head_;     // [vocab, hidden]; empty when tied
   std::vector<Layer> layers_;
-  std::vector<float> inv_freq_;    // [head_dim / 2]
-  std::vector<float> k_pool_;      // [layers, num_blocks, block_size, kv_dim], roped keys
-  std::vector<float> v_pool_;      // [layers, num_blocks, block_size, kv_dim]
+  std::vector<float> inv_freq_;  // [head_dim / 2]
+  std::vector<float> k_pool_;    // [layers, num_blocks, block_size, kv_dim], roped keys
+  std::vector<float> v_pool_;    // [layers, num_blocks, block_size, kv_dim]
 };
 
 }  // namespace

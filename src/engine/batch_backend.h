@@ -22,26 +22,26 @@
 namespace hayate {
 
 struct BatchBackendOptions {
-  int block_size = 16;            // tokens per KV block
-  int num_blocks = 0;             // CPU: blocks in the pool (0 = enough for max_model_len * 4)
+  int block_size = 16;               // tokens per KV block
+  int num_blocks = 0;                // CPU: blocks in the pool (0 = enough for max_model_len * 4)
   double gpu_memory_fraction = 0.9;  // GPU: share of device memory for weights + workspace + KV
-  int max_model_len = 0;          // longest sequence (prompt + output); 0 = min(config max, 8192)
-  int max_num_seqs = 256;         // most sequences in one step (graph buckets, workspace)
+  int max_model_len = 0;   // longest sequence (prompt + output); 0 = min(config max, 8192)
+  int max_num_seqs = 256;  // most sequences in one step (graph buckets, workspace)
   int max_num_batched_tokens = 8192;  // most tokens in one step (workspace)
-  DType dtype = DType::F16;       // GPU compute/weight dtype (cpu is always fp32)
+  DType dtype = DType::F16;           // GPU compute/weight dtype (cpu is always fp32)
   int device = 0;
 };
 
 // One sequence's share of a step. The spans point into engine-owned storage
 // that stays valid for the duration of step().
 struct BatchSeq {
-  uint64_t seq_id = 0;                    // stable for the request's lifetime
-  std::span<const int32_t> tokens;        // ids to run now (a prefill chunk, or one decode id)
-  int start_pos = 0;                      // position of tokens[0]; [0, start_pos) is cached
-  std::span<const int32_t> block_table;   // physical blocks covering [0, start_pos + n)
-  bool sample = false;                    // sample one id after the chunk's last token
+  uint64_t seq_id = 0;                       // stable for the request's lifetime
+  std::span<const int32_t> tokens;           // ids to run now (a prefill chunk, or one decode id)
+  int start_pos = 0;                         // position of tokens[0]; [0, start_pos) is cached
+  std::span<const int32_t> block_table;      // physical blocks covering [0, start_pos + n)
+  bool sample = false;                       // sample one id after the chunk's last token
   const SamplingParams* sampling = nullptr;  // valid when sample
-  uint64_t sample_step = 0;               // random stream index: tokens generated so far
+  uint64_t sample_step = 0;                  // random stream index: tokens generated so far
 };
 
 struct Batch {
@@ -58,8 +58,8 @@ class BatchBackend {
   virtual ~BatchBackend() = default;
   virtual std::string name() const = 0;
   virtual const ModelConfig& config() const = 0;
-  virtual int num_blocks() const = 0;   // KV blocks in the pool
-  virtual int block_size() const = 0;   // tokens per block
+  virtual int num_blocks() const = 0;  // KV blocks in the pool
+  virtual int block_size() const = 0;  // tokens per block
   virtual int max_model_len() const = 0;
 
   // Runs every sequence's tokens at its positions, writing their K and V into

@@ -123,8 +123,10 @@ struct Engine::Impl {
       ++stats.requests_finished_total;
       stats.prompt_tokens_total += uint64_t(a.seq.num_prompt_tokens);
       if (reason == FinishReason::kAbort) {
-        if (error.empty()) ++stats.requests_aborted_total;
-        else ++stats.requests_failed_total;
+        if (error.empty())
+          ++stats.requests_aborted_total;
+        else
+          ++stats.requests_failed_total;
       }
     }
     queue_event(a, std::move(ids), std::move(text), true, std::move(error));
@@ -205,8 +207,8 @@ struct Engine::Impl {
       Sequence& q = *s.seq;
       BatchSeq b;
       b.seq_id = q.id;
-      b.tokens = std::span<const int32_t>(q.tokens).subspan(size_t(s.start_pos),
-                                                            size_t(s.num_tokens));
+      b.tokens =
+          std::span<const int32_t>(q.tokens).subspan(size_t(s.start_pos), size_t(s.num_tokens));
       b.start_pos = s.start_pos;
       b.block_table = q.block_table;
       b.sample = s.sample;
@@ -287,8 +289,8 @@ struct Engine::Impl {
                  r.max_tokens, " new tokens exceeds max_model_len ", backend.max_model_len());
     // The last sampled id is never run, so the KV cache holds total - 1 positions.
     const int64_t need = (total - 1 + blocks.block_size() - 1) / blocks.block_size();
-    HAYATE_CHECK(need <= blocks.num_blocks(), "request: prompt of ", n, " tokens + ",
-                 r.max_tokens, " new tokens needs ", need, " KV blocks of ", blocks.block_size(),
+    HAYATE_CHECK(need <= blocks.num_blocks(), "request: prompt of ", n, " tokens + ", r.max_tokens,
+                 " new tokens needs ", need, " KV blocks of ", blocks.block_size(),
                  " tokens, more than the whole pool of ", blocks.num_blocks());
     HAYATE_CHECK(r.stop.empty() || tokenizer != nullptr,
                  "request: stop strings need an engine with a tokenizer");
@@ -363,11 +365,17 @@ Engine::~Engine() {
   impl_->abort_everything();
 }
 
-RequestId Engine::submit(EngineRequest request) { return impl_->submit(std::move(request)); }
+RequestId Engine::submit(EngineRequest request) {
+  return impl_->submit(std::move(request));
+}
 
-void Engine::abort(RequestId id) { impl_->request_abort(id); }
+void Engine::abort(RequestId id) {
+  impl_->request_abort(id);
+}
 
-bool Engine::step() { return impl_->step(); }
+bool Engine::step() {
+  return impl_->step();
+}
 
 void Engine::run_until_idle() {
   while (has_work()) {
@@ -376,14 +384,18 @@ void Engine::run_until_idle() {
   }
 }
 
-bool Engine::has_work() const { return impl_->num_unfinished.load() > 0; }
+bool Engine::has_work() const {
+  return impl_->num_unfinished.load() > 0;
+}
 
 void Engine::start() {
   HAYATE_CHECK(!impl_->loop.joinable(), "engine: the loop is already running");
   impl_->loop = std::thread([this] { impl_->run_loop(); });
 }
 
-void Engine::stop() { impl_->stop_thread(); }
+void Engine::stop() {
+  impl_->stop_thread();
+}
 
 EngineStats Engine::stats() const {
   EngineStats s;
@@ -397,8 +409,12 @@ EngineStats Engine::stats() const {
   return s;
 }
 
-const EngineOptions& Engine::options() const { return impl_->options; }
+const EngineOptions& Engine::options() const {
+  return impl_->options;
+}
 
-BatchBackend& Engine::backend() { return impl_->backend; }
+BatchBackend& Engine::backend() {
+  return impl_->backend;
+}
 
 }  // namespace hayate

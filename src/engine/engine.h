@@ -34,8 +34,8 @@ class Tokenizer;
 using RequestId = uint64_t;
 
 struct EngineOptions {
-  int max_num_seqs = 256;              // most sequences in one step
-  int max_num_batched_tokens = 8192;   // most tokens (decode + prefill chunks) in one step
+  int max_num_seqs = 256;             // most sequences in one step
+  int max_num_batched_tokens = 8192;  // most tokens (decode + prefill chunks) in one step
 };
 
 // One streamed update for a request. Token events carry one or more new ids
@@ -48,30 +48,30 @@ struct EngineEvent {
   std::string text;                // newly final text (empty without a tokenizer)
   bool finished = false;
   FinishReason finish = FinishReason::kLength;  // valid when finished
-  std::string error;               // set when the request failed (finish == kAbort)
-  int prompt_tokens = 0;           // usage: prompt length
-  int completion_tokens = 0;       // usage: ids generated so far
+  std::string error;                            // set when the request failed (finish == kAbort)
+  int prompt_tokens = 0;                        // usage: prompt length
+  int completion_tokens = 0;                    // usage: ids generated so far
 };
 
 using EventCallback = std::function<void(const EngineEvent&)>;
 
 struct EngineRequest {
-  std::vector<int32_t> prompt;        // token ids, non-empty
+  std::vector<int32_t> prompt;  // token ids, non-empty
   SamplingParams sampling;
-  int max_tokens = 128;               // generated ids at most (finish kLength)
-  bool ignore_eos = false;            // keep going past the model's eos ids
+  int max_tokens = 128;                 // generated ids at most (finish kLength)
+  bool ignore_eos = false;              // keep going past the model's eos ids
   std::vector<int32_t> stop_token_ids;  // also end the sequence (even with ignore_eos)
-  std::vector<std::string> stop;      // stop strings (needs a tokenizer): text before the match is kept
-  bool skip_special_tokens = true;    // in the streamed text
-  EventCallback on_event;             // may be empty (then only stats count it)
+  std::vector<std::string> stop;  // stop strings (needs a tokenizer): text before the match is kept
+  bool skip_special_tokens = true;  // in the streamed text
+  EventCallback on_event;           // may be empty (then only stats count it)
 };
 
 struct EngineStats {
-  int num_running = 0;          // sequences holding KV blocks
-  int num_waiting = 0;          // queued or preempted, not yet (re)admitted
+  int num_running = 0;  // sequences holding KV blocks
+  int num_waiting = 0;  // queued or preempted, not yet (re)admitted
   int kv_blocks_total = 0;
   int kv_blocks_used = 0;
-  double kv_usage = 0.0;        // used / total
+  double kv_usage = 0.0;  // used / total
   uint64_t steps = 0;
   uint64_t prompt_tokens_total = 0;      // prompt tokens of finished requests
   uint64_t generation_tokens_total = 0;  // ids generated, all requests

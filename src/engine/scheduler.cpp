@@ -10,10 +10,9 @@ Scheduler::Scheduler(BlockManager& blocks, const SchedulerOptions& options)
     : blocks_(blocks), options_(options) {
   HAYATE_CHECK(options.max_num_seqs >= 1, "--max-num-seqs must be >= 1, got ",
                options.max_num_seqs);
-  HAYATE_CHECK(options.max_num_batched_tokens >= options.max_num_seqs,
-               "--max-num-batched-tokens (", options.max_num_batched_tokens,
-               ") must be >= --max-num-seqs (", options.max_num_seqs,
-               ") so that every running sequence can decode in one step");
+  HAYATE_CHECK(options.max_num_batched_tokens >= options.max_num_seqs, "--max-num-batched-tokens (",
+               options.max_num_batched_tokens, ") must be >= --max-num-seqs (",
+               options.max_num_seqs, ") so that every running sequence can decode in one step");
 }
 
 void Scheduler::add(Sequence* seq) {
@@ -56,8 +55,8 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
     if (!scheduled) break;
-    out.seqs.push_back({seq, seq->num_computed_tokens, n,
-                        seq->num_computed_tokens + n == seq->num_tokens()});
+    out.seqs.push_back(
+        {seq, seq->num_computed_tokens, n, seq->num_computed_tokens + n == seq->num_tokens()});
     out.num_tokens += n;
     budget -= n;
     ++i;
@@ -74,8 +73,8 @@ SchedulerOutput Scheduler::schedule() {
     waiting_.pop_front();
     seq->status = SeqStatus::kRunning;
     running_.push_back(seq);
-    out.seqs.push_back({seq, seq->num_computed_tokens, n,
-                        seq->num_computed_tokens + n == seq->num_tokens()});
+    out.seqs.push_back(
+        {seq, seq->num_computed_tokens, n, seq->num_computed_tokens + n == seq->num_tokens()});
     out.num_tokens += n;
     budget -= n;
   }
@@ -84,8 +83,8 @@ SchedulerOutput Scheduler::schedule() {
 
 void Scheduler::commit(const SchedulerOutput& out) {
   for (const ScheduledSeq& s : out.seqs) {
-    HAYATE_CHECK(s.seq->num_computed_tokens == s.start_pos,
-                 "scheduler: sequence ", s.seq->id, " changed between schedule and commit");
+    HAYATE_CHECK(s.seq->num_computed_tokens == s.start_pos, "scheduler: sequence ", s.seq->id,
+                 " changed between schedule and commit");
     s.seq->num_computed_tokens += s.num_tokens;
   }
 }

@@ -27,9 +27,9 @@ struct SchedulerOptions {
 
 struct ScheduledSeq {
   Sequence* seq = nullptr;
-  int start_pos = 0;   // seq->num_computed_tokens when scheduled
-  int num_tokens = 0;  // run tokens [start_pos, start_pos + num_tokens)
-  bool sample = false; // the chunk reaches the end of the sequence's tokens
+  int start_pos = 0;    // seq->num_computed_tokens when scheduled
+  int num_tokens = 0;   // run tokens [start_pos, start_pos + num_tokens)
+  bool sample = false;  // the chunk reaches the end of the sequence's tokens
 };
 
 struct SchedulerOutput {

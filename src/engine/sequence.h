@@ -22,7 +22,7 @@ enum class SeqStatus {
 };
 
 struct StopConditions {
-  int max_tokens = 128;                 // generated ids at most
+  int max_tokens = 128;  // generated ids at most
   bool ignore_eos = false;
   std::vector<int32_t> eos_ids;         // the model's; ignored with ignore_eos
   std::vector<int32_t> stop_token_ids;  // always honoured
@@ -31,7 +31,7 @@ struct StopConditions {
 
 struct Sequence {
   uint64_t id = 0;
-  uint64_t arrival = 0;  // submission order: FCFS and the preemption victim choice
+  uint64_t arrival = 0;         // submission order: FCFS and the preemption victim choice
   std::vector<int32_t> tokens;  // prompt ids then generated ids
   int num_prompt_tokens = 0;
   // Tokens [0, num_computed_tokens) have K/V in the blocks of block_table.

@@ -214,7 +214,8 @@ TEST_F(EngineStreamTest, DestructionGivesEveryRequestItsFinalEvent) {
   {
     auto backend = paged(64);
     Engine engine(*backend, nullptr, {1, 16});
-    for (int i = 0; i < 3; ++i) ids.push_back(engine.submit(request(random_prompt(rng, 4), 8, sink)));
+    for (int i = 0; i < 3; ++i)
+      ids.push_back(engine.submit(request(random_prompt(rng, 4), 8, sink)));
     engine.step();  // one running, two queued
   }
   for (RequestId id : ids) {

@@ -209,10 +209,10 @@ TEST_F(EngineTest, RejectsBadRequestsAtSubmission) {
   Engine engine(*backend, nullptr, {4, 16});
   Sink sink;
   std::vector<int32_t> p10(10, 1);
-  EXPECT_THROW(engine.submit(request({}, 4, sink)), Error);               // empty prompt
-  EXPECT_THROW(engine.submit(request(p10, 0, sink)), Error);              // max_tokens 0
-  EXPECT_THROW(engine.submit(request({1, kVocab}, 4, sink)), Error);      // id out of range
-  EXPECT_THROW(engine.submit(request(p10, 55, sink)), Error);             // > max_model_len
+  EXPECT_THROW(engine.submit(request({}, 4, sink)), Error);           // empty prompt
+  EXPECT_THROW(engine.submit(request(p10, 0, sink)), Error);          // max_tokens 0
+  EXPECT_THROW(engine.submit(request({1, kVocab}, 4, sink)), Error);  // id out of range
+  EXPECT_THROW(engine.submit(request(p10, 55, sink)), Error);         // > max_model_len
   try {
     engine.submit(request(p10, 30, sink));  // 39 KV slots > 32 in the pool
     ADD_FAILURE() << "an oversize request was accepted";

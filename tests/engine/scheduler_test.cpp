@@ -182,7 +182,7 @@ TEST(Scheduler, PreemptsNewestAndRecomputes) {
   sim.step();  // all admitted: 3 blocks
   sim.step();  // each decode (position 2) needs a 2nd block: 6 blocks
   EXPECT_EQ(sim.blocks.num_free(), 0);
-  sim.step();  // position 3 still fits
+  sim.step();           // position 3 still fits
   auto o = sim.step();  // position 4: a's 3rd block evicts c, the newest
   ASSERT_EQ(o.preempted.size(), 1u);
   EXPECT_EQ(o.preempted[0], c);
@@ -206,7 +206,7 @@ TEST(Scheduler, SequencePreemptsItselfWhenItIsTheNewest) {
   Sim sim(3, 2, 4, 16);
   Sequence* a = sim.add(2, 2);
   Sequence* b = sim.add(2, 2);
-  sim.step();  // 2 blocks
+  sim.step();           // 2 blocks
   auto o = sim.step();  // a takes the last block, b has none: b preempts itself
   ASSERT_EQ(o.preempted.size(), 1u);
   EXPECT_EQ(o.preempted[0], b);
@@ -226,12 +226,12 @@ TEST(Scheduler, RemoveInEveryStateFreesBlocks) {
   sim.step();                   // a: 3 of 4 prompt tokens (prefilling)
   EXPECT_EQ(a->status, SeqStatus::kRunning);
   EXPECT_LT(a->num_computed_tokens, a->num_prompt_tokens);
-  sim.sched.remove(q);          // queued
+  sim.sched.remove(q);  // queued
   EXPECT_EQ(q->status, SeqStatus::kFinished);
-  sim.sched.remove(a);          // prefilling
+  sim.sched.remove(a);  // prefilling
   EXPECT_EQ(sim.blocks.num_used(), 0);
   sim.step();
-  sim.step();                   // b decoding
+  sim.step();  // b decoding
   EXPECT_GE(b->num_generated(), 1);
   sim.sched.remove(b);
   EXPECT_EQ(sim.blocks.num_used(), 0);
