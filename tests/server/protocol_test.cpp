@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/check.h"
 #include "server/api_error.h"
 #include "server/protocol.h"
 #include "tokenizer/tokenizer.h"
