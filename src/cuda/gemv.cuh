@@ -85,6 +85,7 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
     x = xs;
   }
   bool first_round = true;
+  int parity = 0;
 
   for (;; ) {
     const int g = base + slot;
@@ -131,21 +132,24 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]) * rstd;
     if constexpr (KSPLIT > 1) {
-      __shared__ float part[kGemvThreads / 32][R];
+      // Double-buffered by round parity: the barrier of round k+1 already
+      // orders round k's reads before round k+2's writes, so no barrier after
+      // the epilogue holds the block while one thread writes the results.
+      __shared__ float part[2][kGemvThreads / 32][R];
       const int warp = threadIdx.x / 32;
       if (threadIdx.x % 32 == 0)
 #pragma unroll
-        for (int r = 0; r < R; ++r) part[warp][r] = acc[r];
+        for (int r = 0; r < R; ++r) part[parity][warp][r] = acc[r];
       __syncthreads();  // partial sums of all warps of the group
       if (t == 0 && active) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           acc[r] = 0.0f;
-          for (int i = 0; i < KSPLIT; ++i) acc[r] += part[warp + i][r];
+          for (int i = 0; i < KSPLIT; ++i) acc[r] += part[parity][warp + i][r];
         }
         epi.store(g, acc);
       }
-      __syncthreads();  // part is rewritten next round
+      parity ^= 1;
     } else if (t == 0 && active) {
       epi.store(g, acc);
     }

@@ -1,0 +1,446 @@
+// The batched CUDA backend: one forward step over every token of a Batch.
+//   tokens of all sequences -> one activation matrix [T, hidden]; projections
+//   through cuBLAS GEMMs (fp16/bf16 in, fp32 accumulate and out); RoPE with
+//   per-token positions and the KV write into paged blocks; attention per
+//   sequence through its block table (decode kernel for one-token sequences,
+//   tiled causal kernel for prefill chunks); LM head only on rows that sample;
+//   greedy argmax per row on the device (temperature/top-k/top-p/min-p rows
+//   through the single-stream backend's sampler, one row at a time).
+// All-decode steps replay a CUDA graph captured at start-up for the smallest
+// batch-size bucket that holds them; rows past the batch are padding that
+// reads and writes only a scratch block at the end of the pool.
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "core/check.h"
+#include "cuda/buffer.h"
+#include "cuda/cuda_batch_backend.h"
+#include "cuda/launch.h"
+#include "cuda/ops.h"
+#include "cuda/paged_attention.cuh"
+#include "cuda/weights.h"
+#include "model/model.h"
+
+#define HAYATE_CUBLAS_CHECK_B(expr)                                                     \
+  do {                                                                                  \
+    cublasStatus_t hayate_st_ = (expr);                                                 \
+    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                             \
+      std::fprintf(stderr, "hayate: cuBLAS error %d at %s:%d in %s\n", int(hayate_st_), \
+                   __FILE__, __LINE__, #expr);                                          \
+      std::abort();                                                                     \
+    }                                                                                   \
+  } while (0)
+
+namespace hayate {
+namespace cuda {
+namespace {
+
+template <typename T> constexpr cudaDataType_t cublas_type();
+template <> constexpr cudaDataType_t cublas_type<half>() { return CUDA_R_16F; }
+template <> constexpr cudaDataType_t cublas_type<__nv_bfloat16>() { return CUDA_R_16BF; }
+
+constexpr size_t kCublasWorkspace = size_t(32) << 20;  // fixed, so GEMMs can be graph-captured
+constexpr int kMaxSplits = 32;                          // decode: partitions of the KV length
+
+// Batch-size buckets of the decode graphs: 1, 2, 4, 8, then every 8 up to 32,
+// every 16 up to 64, every 32 beyond (padding stays under ~1/3 of a step).
+std::vector<int> graph_buckets(int max_seqs) {
+  std::vector<int> b;
+  for (int n = 1; n < max_seqs;) {
+    b.push_back(n);
+    n = n < 8 ? n * 2 : n < 32 ? n + 8 : n < 64 ? n + 16 : n + 32;
+  }
+  b.push_back(max_seqs);
+  return b;
+}
+
+template <typename T>
+class CudaBatchBackend final : public BatchBackend {
+ public:
+  CudaBatchBackend(const Model& model, const BatchBackendOptions& o) : c_(model.config) {
+    HAYATE_CHECK(o.block_size >= 1, "--block-size must be >= 1, got ", o.block_size);
+    HAYATE_CHECK(o.num_blocks >= 0, "--num-kv-blocks must be >= 0, got ", o.num_blocks);
+    HAYATE_CHECK(o.max_num_seqs >= 1, "--max-num-seqs must be >= 1, got ", o.max_num_seqs);
+    HAYATE_CHECK(o.max_num_batched_tokens >= 1, "--max-num-batched-tokens must be >= 1, got ",
+                 o.max_num_batched_tokens);
+    HAYATE_CHECK(o.gpu_memory_fraction > 0.0 && o.gpu_memory_fraction <= 1.0,
+                 "--gpu-memory-fraction must be in (0, 1], got ", o.gpu_memory_fraction);
+    HAYATE_CHECK(paged_shape_supported(c_.num_heads, c_.num_kv_heads, c_.head_dim),
+                 "the batched cuda backend needs head_dim 32, 64 or 128 and at most ",
+                 kPagedMaxGroup, " query heads per kv head (got head_dim ", c_.head_dim, ", ",
+                 c_.num_heads, " heads, ", c_.num_kv_heads, " kv heads)");
+    HAYATE_CHECK(c_.hidden_size % 8 == 0 && c_.intermediate_size % 8 == 0,
+                 "hidden and intermediate sizes must be multiples of 8");
+    max_model_len_ = o.max_model_len > 0 ? o.max_model_len : std::min(c_.max_position_embeddings, 8192);
+    HAYATE_CHECK(max_model_len_ <= c_.max_position_embeddings, "--max-model-len ", max_model_len_,
+                 " exceeds the model's max_position_embeddings ", c_.max_position_embeddings);
+    block_size_ = o.block_size;
+    max_seqs_ = o.max_num_seqs;
+    max_tokens_ = std::max(o.max_num_batched_tokens, o.max_num_seqs);
+    max_blocks_ = (max_model_len_ + block_size_ - 1) / block_size_;
+    n_splits_ = std::min(kMaxSplits, (max_model_len_ + 511) / 512);
+    part_ = (max_model_len_ + n_splits_ - 1) / n_splits_;
+
+    HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
+    HAYATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+    HAYATE_CUBLAS_CHECK_B(cublasCreate(&cublas_));
+    HAYATE_CUBLAS_CHECK_B(cublasSetStream(cublas_, s_));
+    cublas_ws_ = DeviceBuffer(kCublasWorkspace);
+    HAYATE_CUBLAS_CHECK_B(cublasSetWorkspace(cublas_, cublas_ws_.as(), kCublasWorkspace));
+    paged_attention_init();
+
+    w_ = upload_weights<T>(model, s_);
+    alloc_workspace();
+    alloc_pool(o);
+    capture_graphs();
+  }
+
+  ~CudaBatchBackend() override {
+    for (cudaGraphExec_t g : graphs_)
+      if (g) cudaGraphExecDestroy(g);
+    if (cublas_) cublasDestroy(cublas_);
+    if (s_) cudaStreamDestroy(s_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  const ModelConfig& config() const override { return c_; }
+  int num_blocks() const override { return num_blocks_; }
+  int block_size() const override { return block_size_; }
+  int max_model_len() const override { return max_model_len_; }
+
+  void step(const Batch& batch, std::span<int32_t> sampled) override {
+    validate(batch, sampled);
+    const int S = int(batch.seqs.size()), T_ = batch.num_tokens;
+    const bool use_graph = batch.all_decode();
+    const size_t bucket = use_graph ? size_t(std::lower_bound(buckets_.begin(), buckets_.end(), S) -
+                                             buckets_.begin())
+                                    : 0;
+    const int rows = use_graph ? buckets_[bucket] : T_;  // token rows this step runs
+
+    // Host metadata: token rows in batch order; seqs[i] is sequence slot i.
+    std::vector<int32_t> sample_rows, which;  // sampled row per sampling seq; its index in seqs
+    int n_dec = 0, n_tiles = 0;
+    const int tile_tok = paged_prefill_tile_tokens(c_.num_heads / c_.num_kv_heads);
+    for (int i = 0, row = 0; i < S; ++i) {
+      const BatchSeq& s = batch.seqs[size_t(i)];
+      const int n = int(s.tokens.size());
+      std::copy_n(s.block_table.data(), s.block_table.size(), h_tables_.data() + size_t(i) * max_blocks_);
+      for (int t = 0; t < n; ++t) {
+        h_tokens_[size_t(row + t)] = s.tokens[size_t(t)];
+        h_pos_[size_t(row + t)] = s.start_pos + t;
+        h_seq_[size_t(row + t)] = i;
+      }
+      if (n == 1) {
+        h_dec_[size_t(n_dec++)] = row;
+      } else {
+        for (int t = 0; t < n; t += tile_tok) {
+          h_tiles_[size_t(2 * n_tiles)] = row + t;
+          h_tiles_[size_t(2 * n_tiles + 1)] = std::min(tile_tok, n - t);
+          ++n_tiles;
+        }
+      }
+      if (s.sample) {
+        sample_rows.push_back(row + n - 1);
+        which.push_back(i);
+      }
+      row += n;
+    }
+    for (int r = T_; r < rows; ++r) {  // graph padding: position 0 of the scratch block
+      h_tokens_[size_t(r)] = 0;
+      h_pos_[size_t(r)] = 0;
+      h_seq_[size_t(r)] = r;
+      h_tables_[size_t(r) * max_blocks_] = num_blocks_;
+    }
+    upload(d_tokens_, h_tokens_.data(), rows);
+    upload(d_pos_, h_pos_.data(), rows);
+    upload(d_seq_, h_seq_.data(), rows);
+    upload(d_tables_, h_tables_.data(), size_t(std::max(rows, S)) * max_blocks_);
+
+    const int m = use_graph ? rows : int(sample_rows.size());
+    if (use_graph) {
+      HAYATE_CUDA_CHECK(cudaGraphLaunch(graphs_[bucket], s_));
+    } else {
+      upload(d_dec_, h_dec_.data(), n_dec);
+      upload(d_tiles_, h_tiles_.data(), 2 * size_t(n_tiles));
+      upload(d_sample_rows_, sample_rows.data(), sample_rows.size());
+      forward(rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m);
+    }
+    if (which.empty()) {
+      HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
+      return;
+    }
+    // Output slot of sampling seq j: its logits row (graph: the seq's own row).
+    std::vector<int> slot(which.size());
+    for (size_t j = 0; j < which.size(); ++j) slot[j] = use_graph ? which[j] : int(j);
+    sample_non_greedy(batch, which, slot);
+    std::vector<int32_t> ids(size_t(m));
+    HAYATE_CUDA_CHECK(cudaMemcpyAsync(ids.data(), d_out_, sizeof(int32_t) * size_t(m),
+                                      cudaMemcpyDeviceToHost, s_));
+    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
+    for (size_t j = 0; j < which.size(); ++j) sampled[size_t(which[j])] = ids[size_t(slot[j])];
+  }
+
+ private:
+  // ---- the forward pass over `rows` token rows ----------------------------------
+  // dec_rows [n_dec]: rows of one-token sequences; tiles (d_tiles_) [n_tiles]:
+  // prefill query tiles; sample_rows [m]: rows whose logits are sampled.
+  void forward(int rows, const int32_t* dec_rows, int n_dec, int n_tiles,
+               const int32_t* sample_rows, int m) {
+    const int D = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
+    const int qd = c_.q_dim(), qkvd = c_.qkv_dim();
+    const float eps = c_.rms_norm_eps;
+    const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
+    const PagedMeta meta{d_pos_, d_seq_, d_tables_};
+    const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
+    embed(w_.embed, d_tokens_, rows, D, h_, s_, false);                      // H [rows, D]
+    for (int l = 0; l < c_.num_layers; ++l) {
+      const LayerWeights<T>& L = w_.layers[size_t(l)];
+      T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;                     // [blocks, bs, kv_dim]
+      T* vp = v_pool_.as<T>() + size_t(l) * layer_elems;
+      rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);                       // XN [rows, D]
+      gemm(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f);                          // QKV [rows, qkv]
+      paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);        // Q roped; K, V -> pool
+      if (n_dec > 0)                                                         // ATT [rows, qd]
+        paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, part_, part_o_,
+                               part_ml_, attn_, s_);
+      if (n_tiles > 0)
+        paged_attention_prefill(q_, kp, vp, sh, meta, reinterpret_cast<const int2*>(d_tiles_),
+                                n_tiles, attn_, s_);
+      gemm(L.wo, attn_, rows, D, qd, h_, 1.0f);                              // H += ATT Wo^T
+      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);                        // XN [rows, D]
+      gemm(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f);                    // GU [rows, 2I]
+      silu_mul(big_, rows, I, xn_, s_);                                      // ACT [rows, I]
+      gemm(L.w_down, xn_, rows, D, I, h_, 1.0f);                             // H += ACT Wd^T
+    }
+    if (m == 0) return;
+    rmsnorm_gather(h_, sample_rows, w_.final_norm, m, D, eps, last_, s_);   // [m, D]
+    gemm(w_.lm_head, last_, m, V, D, logits_, 0.0f);                         // logits [m, V]
+    argmax_rows(logits_, m, V, d_out_, s_);                                  // out [m] (greedy)
+  }
+
+  // y [m, N] = x [m, K] . W [N, K]^T + beta y (fp32 out). Column-major view:
+  // y^T (N x m) = W^T (N x K, W stored K x N) . x^T (K x m).
+  void gemm(const T* W, const T* x, int m, int N, int K, float* y, float beta) {
+    const float alpha = 1.0f;
+    HAYATE_CUBLAS_CHECK_B(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &alpha, W,
+                                       cublas_type<T>(), K, x, cublas_type<T>(), K, &beta, y,
+                                       CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  // Rows with temperature > 0 overwrite their greedy pick, one row at a time
+  // through the single-stream sampler (sort + walk; engine/sampling.h semantics).
+  void sample_non_greedy(const Batch& batch, const std::vector<int32_t>& which,
+                         const std::vector<int>& slot) {
+    std::vector<StepState> st;
+    std::vector<int> at;
+    for (size_t j = 0; j < which.size(); ++j) {
+      const BatchSeq& s = batch.seqs[size_t(which[j])];
+      const SamplingParams& p = *s.sampling;
+      if (p.greedy()) continue;
+      st.push_back(StepState{0, 0, p.seed, s.sample_step, p.temperature, p.top_p, p.min_p, p.top_k});
+      at.push_back(slot[j]);
+    }
+    if (st.empty()) return;
+    upload(states_, st.data(), st.size());
+    for (size_t j = 0; j < st.size(); ++j)
+      sample(logits_ + size_t(at[j]) * c_.vocab_size, c_.vocab_size, states_ + j, false, sample_ws_,
+             d_out_ + at[j], s_, false);
+  }
+
+  template <typename E>
+  void upload(E* dst, const E* src, size_t n) {
+    if (n == 0) return;
+    HAYATE_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(E), cudaMemcpyHostToDevice, s_));
+  }
+
+  template <typename E>
+  E* alloc(size_t n) {
+    bufs_.emplace_back(std::max<size_t>(n, 1) * sizeof(E));
+    return bufs_.back().as<E>();
+  }
+
+  void alloc_workspace() {
+    const size_t T_ = size_t(max_tokens_), S = size_t(max_seqs_);
+    const int D = c_.hidden_size, I = c_.intermediate_size;
+    h_ = alloc<float>(T_ * D);
+    xn_ = alloc<T>(T_ * size_t(std::max(D, I)));
+    big_ = alloc<float>(T_ * size_t(std::max(c_.qkv_dim(), 2 * I)));
+    q_ = alloc<float>(T_ * c_.q_dim());
+    attn_ = alloc<T>(T_ * c_.q_dim());
+    last_ = alloc<T>(S * D);
+    logits_ = alloc<float>(S * size_t(c_.vocab_size));
+    part_o_ = alloc<float>(S * c_.num_heads * size_t(n_splits_) * c_.head_dim);
+    part_ml_ = alloc<float>(S * c_.num_heads * size_t(n_splits_) * 2);
+    const std::vector<float> inv = rope_inv_freq(c_);
+    inv_freq_ = alloc<float>(inv.size());
+    upload(inv_freq_, inv.data(), inv.size());
+    d_tokens_ = alloc<int32_t>(T_);
+    d_pos_ = alloc<int32_t>(T_);
+    d_seq_ = alloc<int32_t>(T_);
+    d_dec_ = alloc<int32_t>(T_);
+    d_tiles_ = alloc<int32_t>(2 * (T_ + S));
+    d_sample_rows_ = alloc<int32_t>(S);
+    d_ident_ = alloc<int32_t>(S);
+    d_tables_ = alloc<int32_t>(S * size_t(max_blocks_));
+    d_out_ = alloc<int32_t>(S);
+    states_ = alloc<StepState>(S);
+    const size_t ws = sampling_workspace_bytes(c_.vocab_size);
+    sample_ws_ = alloc<char>(ws);
+    HAYATE_CUDA_CHECK(cudaMemsetAsync(sample_ws_, 0, ws, s_));
+    h_tokens_.assign(T_, 0);
+    h_pos_.assign(T_, 0);
+    h_seq_.assign(T_, 0);
+    h_dec_.assign(T_, 0);
+    h_tiles_.assign(2 * (T_ + S), 0);
+    h_tables_.assign(S * size_t(max_blocks_), 0);
+    std::vector<int32_t> ident(S);
+    for (size_t i = 0; i < S; ++i) ident[i] = int32_t(i);
+    upload(d_ident_, ident.data(), S);
+    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
+  }
+
+  // The pool: what is left of fraction * total after everything above, or
+  // exactly options.num_blocks. One extra block (index num_blocks) is the
+  // scratch block of graph padding rows.
+  void alloc_pool(const BatchBackendOptions& o) {
+    const size_t per_block = 2 * size_t(c_.num_layers) * block_size_ * c_.kv_dim() * sizeof(T);
+    size_t free_b = 0, total_b = 0;
+    HAYATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (o.num_blocks > 0) {
+      num_blocks_ = o.num_blocks;
+    } else {
+      const double budget = o.gpu_memory_fraction * double(total_b) - double(total_b - free_b) -
+                            double(64 << 20);  // graphs and cuBLAS internals
+      num_blocks_ = budget > 0 ? int(std::min(budget / double(per_block) - 1, 2.0e9)) : 0;
+    }
+    HAYATE_CHECK(int64_t(num_blocks_) * block_size_ >= max_model_len_, "the KV pool holds ",
+                 int64_t(std::max(num_blocks_, 0)) * block_size_, " tokens, less than --max-model-len ",
+                 max_model_len_, " (", double(free_b) / 1e9, " GB free of ", double(total_b) / 1e9,
+                 " GB; raise --gpu-memory-fraction or lower --max-model-len)");
+    k_pool_ = DeviceBuffer(per_block / 2 * size_t(num_blocks_ + 1));
+    v_pool_ = DeviceBuffer(per_block / 2 * size_t(num_blocks_ + 1));
+    std::fprintf(stderr, "hayate: KV pool %d blocks of %d tokens (%.2f GB, %lld tokens)\n",
+                 num_blocks_, block_size_, double(per_block) * (num_blocks_ + 1) / 1e9,
+                 static_cast<long long>(num_blocks_) * block_size_);
+  }
+
+  // One graph per bucket: forward(B rows, all decode, all sampled), warmed up
+  // eagerly first (lazy module loading, cuBLAS heuristics) on padding rows only.
+  void capture_graphs() {
+    const auto t0 = std::chrono::steady_clock::now();
+    buckets_ = graph_buckets(max_seqs_);
+    for (int r = 0; r < max_seqs_; ++r) {
+      h_pos_[size_t(r)] = 0;
+      h_seq_[size_t(r)] = r;
+      h_tokens_[size_t(r)] = 0;
+      h_tables_[size_t(r) * max_blocks_] = num_blocks_;
+    }
+    upload(d_tokens_, h_tokens_.data(), size_t(max_seqs_));
+    upload(d_pos_, h_pos_.data(), size_t(max_seqs_));
+    upload(d_seq_, h_seq_.data(), size_t(max_seqs_));
+    upload(d_tables_, h_tables_.data(), size_t(max_seqs_) * max_blocks_);
+    for (int B : buckets_) {
+      forward(B, d_ident_, B, 0, d_ident_, B);
+      HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
+      cudaGraph_t graph = nullptr;
+      HAYATE_CUDA_CHECK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+      forward(B, d_ident_, B, 0, d_ident_, B);
+      HAYATE_CUDA_CHECK(cudaStreamEndCapture(s_, &graph));
+      cudaGraphExec_t exec = nullptr;
+      HAYATE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      HAYATE_CUDA_CHECK(cudaGraphDestroy(graph));
+      graphs_.push_back(exec);
+    }
+    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "hayate: captured %zu decode graphs (batch 1..%d) in %.0f ms\n",
+                 graphs_.size(), max_seqs_, ms);
+  }
+
+  void validate(const Batch& batch, std::span<const int32_t> sampled) const {
+    HAYATE_CHECK(!batch.seqs.empty(), "batch step: no sequences");
+    HAYATE_CHECK(sampled.size() == batch.seqs.size(), "batch step: ", sampled.size(),
+                 " output slots for ", batch.seqs.size(), " sequences");
+    HAYATE_CHECK(int(batch.seqs.size()) <= max_seqs_, "batch step: ", batch.seqs.size(),
+                 " sequences exceed --max-num-seqs ", max_seqs_);
+    int total = 0;
+    for (const BatchSeq& s : batch.seqs) {
+      const int n = int(s.tokens.size());
+      HAYATE_CHECK(n > 0, "batch step: sequence ", s.seq_id, " has no tokens");
+      HAYATE_CHECK(s.start_pos >= 0 && int64_t(s.start_pos) + n <= max_model_len_,
+                   "batch step: sequence ", s.seq_id, " positions [", s.start_pos, ", ",
+                   int64_t(s.start_pos) + n, ") exceed max_model_len ", max_model_len_);
+      HAYATE_CHECK(int64_t(s.block_table.size()) * block_size_ >= int64_t(s.start_pos) + n,
+                   "batch step: sequence ", s.seq_id, " has ", s.block_table.size(), " blocks for ",
+                   s.start_pos + n, " positions");
+      HAYATE_CHECK(int(s.block_table.size()) <= max_blocks_, "batch step: sequence ", s.seq_id,
+                   " has ", s.block_table.size(), " blocks, more than max_model_len needs");
+      for (int32_t b : s.block_table)
+        HAYATE_CHECK(b >= 0 && b < num_blocks_, "batch step: sequence ", s.seq_id, " names block ",
+                     b, " outside the pool of ", num_blocks_);
+      for (int32_t t : s.tokens)
+        HAYATE_CHECK(t >= 0 && t < c_.vocab_size, "batch step: token id ", t, " outside [0, ",
+                     c_.vocab_size, ")");
+      HAYATE_CHECK(!s.sample || s.sampling != nullptr, "batch step: sequence ", s.seq_id,
+                   " samples without sampling params");
+      if (s.sample) s.sampling->validate();
+      total += n;
+    }
+    HAYATE_CHECK(total == batch.num_tokens, "batch step: num_tokens ", batch.num_tokens,
+                 " but the sequences hold ", total);
+    HAYATE_CHECK(total <= max_tokens_, "batch step: ", total,
+                 " tokens exceed --max-num-batched-tokens ", max_tokens_);
+  }
+
+  ModelConfig c_;
+  int max_model_len_ = 0, block_size_ = 0, num_blocks_ = 0, max_seqs_ = 0, max_tokens_ = 0;
+  int max_blocks_ = 0, n_splits_ = 1, part_ = 0;
+  cudaStream_t s_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer cublas_ws_;
+  DeviceWeights<T> w_;
+  std::vector<DeviceBuffer> bufs_;
+  DeviceBuffer k_pool_, v_pool_;  // [layers, num_blocks + 1, block_size, kv_dim] each
+  // Activations (fp32 residual stream, T GEMM inputs), rows = tokens of a step.
+  float *h_ = nullptr, *big_ = nullptr, *q_ = nullptr, *logits_ = nullptr, *inv_freq_ = nullptr;
+  float *part_o_ = nullptr, *part_ml_ = nullptr;
+  T *xn_ = nullptr, *attn_ = nullptr, *last_ = nullptr;
+  // Step metadata (device) and its host staging.
+  int32_t *d_tokens_ = nullptr, *d_pos_ = nullptr, *d_seq_ = nullptr, *d_dec_ = nullptr;
+  int32_t *d_tiles_ = nullptr, *d_sample_rows_ = nullptr, *d_ident_ = nullptr;
+  int32_t *d_tables_ = nullptr, *d_out_ = nullptr;
+  StepState* states_ = nullptr;
+  char* sample_ws_ = nullptr;
+  std::vector<int32_t> h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
+  std::vector<int> buckets_;
+  std::vector<cudaGraphExec_t> graphs_;
+};
+
+}  // namespace
+}  // namespace cuda
+
+std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
+                                                      const BatchBackendOptions& options) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    n = 0;
+  }
+  HAYATE_CHECK(n > 0, "no CUDA GPU is visible (use --backend cpu)");
+  HAYATE_CHECK(options.device >= 0 && options.device < n, "GPU ", options.device,
+               " does not exist (", n, " visible)");
+  HAYATE_CHECK(cuda::kernels_supported(options.device),
+               "this GPU is not supported by this build (compiled for sm_90a)");
+  switch (options.dtype) {  // the one place where the runtime dtype becomes T
+    case DType::F16: return std::make_unique<cuda::CudaBatchBackend<half>>(model, options);
+    case DType::BF16: return std::make_unique<cuda::CudaBatchBackend<__nv_bfloat16>>(model, options);
+    case DType::F32: break;
+  }
+  fail("the batched cuda backend runs float16 or bfloat16 (--dtype), not float32");
+}
+
+}  // namespace hayate

@@ -1,0 +1,71 @@
+// Kernels of the batched (paged) CUDA backend: RoPE + KV write into paged
+// blocks, paged decode attention (flash-decoding, split over KV length),
+// paged prefill attention over query tiles, and small helpers (gathered
+// RMSNorm for the LM head rows, per-row greedy argmax). Every pointer is
+// device memory; every launch goes through launch() (launch.h).
+//
+// Pool layout per layer: k_pool / v_pool [num_blocks, block_size, kv_dim];
+// position p of the sequence in slot s is row p % block_size of block
+// block_tables[s * max_blocks + p / block_size].
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hayate::cuda {
+
+struct PagedShape {
+  int n_heads, n_kv_heads, head_dim;  // head_dim in {32, 64, 128}; group n_heads / n_kv_heads <= 8
+  int block_size;                     // tokens per KV block
+  int max_blocks;                     // row stride of block_tables
+};
+
+// The step's metadata, uploaded by the host before each step (or graph replay).
+struct PagedMeta {
+  const int32_t* tok_pos;       // [T] position of each token row
+  const int32_t* tok_seq;       // [T] sequence slot of each token row
+  const int32_t* block_tables;  // [S, max_blocks]
+};
+
+// Largest group (query heads per kv head) and head_dim the kernels handle.
+inline constexpr int kPagedMaxGroup = 8;
+bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim);
+
+// qkv [T, q_dim + 2 kv_dim] (fp32, GEMM output) -> q [T, q_dim] roped (fp32);
+// roped k and v into the pools at each token's (block, row).
+template <typename T>
+void paged_rope_kv(const float* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
+                   PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s);
+
+// Decode: for each of n_rows token rows rows[i] (one new token of its
+// sequence), attention over positions [0, tok_pos[row]] split into n_splits
+// partitions of `part` keys. part_o [n_rows, n_heads, n_splits, head_dim],
+// part_ml [n_rows, n_heads, n_splits, 2] are scratch; out [T, q_dim] in T.
+template <typename T>
+void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                            PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int part,
+                            float* part_o, float* part_ml, T* out, cudaStream_t s);
+
+// Prefill / chunked prefill: tiles [n_tiles] of (first row, rows) of one
+// sequence, rows <= paged_prefill_tile_tokens(group), consecutive positions.
+// Causal: query at position p sees keys [0, p]. out [T, q_dim] in T.
+int paged_prefill_tile_tokens(int group);
+template <typename T>
+void paged_attention_prefill(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                             PagedMeta meta, const int2* tiles, int n_tiles, T* out,
+                             cudaStream_t s);
+// Opts the prefill kernels into their dynamic shared memory (once, before capture).
+void paged_attention_init();
+
+// out [n, dim] = rmsnorm(x [rows[j], dim]) * w in T: the LM head's input rows.
+template <typename T>
+void rmsnorm_gather(const float* x, const int32_t* rows, const T* w, int n, int dim, float eps,
+                    T* out, cudaStream_t s);
+
+// out[r] = argmax of logits [rows, vocab] row r (lowest id on ties).
+void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t s);
+
+}  // namespace hayate::cuda
