@@ -59,6 +59,12 @@ const seeds = {
     "<|begin_of_text|><|begin_of_text|>", " <|eot_id|> ", "<|", "|>", "<|eot_id",
   ],
   short: ["a", "A", "z", ".", ",", "!", "?", "-", "_", "'", "\"", "日", "ｱ", "😀", "é", "\u200b", "\u00ad", "~", "@", "\\"],
+  // Where JavaScript's \s and Unicode White_Space (Oniguruma's \s, so HF's)
+  // differ, tokenizers.js cannot be the oracle: U+FEFF (JS: space) and
+  // U+0085 after a space (JS: not a space) are left out of the corpus; we
+  // follow HF (test_tokenizer.cpp, Tokenizer.RegexWhitespaceIsUnicodeWhiteSpace).
+  edge_whitespace: ["a\u0085 b", "a\u0085\u0085b", "\u180e x", "a \u200b b", "x\u2028\u2029 y",
+                    "\u000b\u000c\u001c\u001f", "ſ ’S x'ſ", "K\u212a", "a\r\r\n\n\rb"],
   mixed: [
     "Hello, world!", "The quick brown fox jumps over the lazy dog.", "Tokenization is the first step.",
     "ChatGPTとLlamaの比較をします。", "Pythonで機械学習(ML)を始めよう！", "価格は$100（税込¥15,000）です。",

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tok_test_util.h"
+#include "tokenizer/regex.h"
 
 namespace hayate::test {
 namespace {
@@ -112,6 +113,37 @@ TEST(Tokenizer, NormalizedAddedTokensMatchAfterTheNormalizer) {
   EXPECT_EQ(ids, std::vector<int32_t>{101});
   ids = tok.encode("norm", false);
   EXPECT_EQ(ids, std::vector<int32_t>{101});
+}
+
+}  // namespace
+}  // namespace hayate::test
+
+namespace hayate::test {
+namespace {
+
+// HF tokenizers runs Split regexes with Oniguruma, whose \s is Unicode
+// White_Space; PCRE2's and JavaScript's differ (U+0085, U+FEFF), so the
+// pattern is rewritten. The reference here is the White_Space property list
+// (Unicode PropList.txt), not an implementation.
+TEST(Tokenizer, RegexWhitespaceIsUnicodeWhiteSpace) {
+  Regex space("\\s", false), not_space("\\S", false), in_class("[^\\s\\p{L}]", false);
+  std::vector<std::pair<size_t, size_t>> m;
+  for (const char* ws : {"\t", "\n", "\v", "\f", "\r", " ", "\u0085", "\u00a0", "\u1680", "\u2000", "\u200a",
+                         "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"}) {
+    space.find_all(ws, m);
+    EXPECT_EQ(m.size(), 1u) << nlohmann::json(ws).dump();
+    not_space.find_all(ws, m);
+    EXPECT_TRUE(m.empty()) << nlohmann::json(ws).dump();
+    in_class.find_all(ws, m);
+    EXPECT_TRUE(m.empty()) << nlohmann::json(ws).dump();
+  }
+  for (const char* other : {"\ufeff", "\u200b", "\u180e", "\u001c", "x", "\u00ad"}) {
+    space.find_all(other, m);
+    EXPECT_TRUE(m.empty()) << nlohmann::json(other).dump();
+    not_space.find_all(other, m);
+    EXPECT_EQ(m.size(), 1u) << nlohmann::json(other).dump();
+  }
+  EXPECT_EQ(translate_hf_regex("a\\\\s"), "a\\\\s");  // an escaped backslash stays
 }
 
 }  // namespace
