@@ -98,7 +98,7 @@ void run_bench_command(const BenchArgs& a) {
   r.system.memory_gb = di.memory_gb;
   r.system.host = bench::host_name();
   r.model.spec = spec;
-  r.model.dtype = backend.name() == "cpu" ? "float32" : a.model.dtype;
+  r.model.dtype = backend.name() == "cpu" ? "float32" : std::string(dtype_name(bopt.dtype));
   r.model.seed = a.model.seed;
   r.model.weight_bytes_per_token = backend.weight_bytes_per_token();
   r.startup.tokenizer_s = tokenizer_s;
