@@ -176,7 +176,7 @@ class CudaBatchBackend final : public BatchBackend {
     std::vector<int> slot(which.size());
     for (size_t j = 0; j < which.size(); ++j) slot[j] = use_graph ? which[j] : int(j);
     sample_non_greedy(batch, which, slot);
-    std::vector<int32_t> ids(size_t(m));
+    std::vector<int32_t> ids(static_cast<size_t>(m), 0);
     HAYATE_CUDA_CHECK(cudaMemcpyAsync(ids.data(), d_out_, sizeof(int32_t) * size_t(m),
                                       cudaMemcpyDeviceToHost, s_));
     HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
