@@ -1,0 +1,196 @@
+// End-to-end tests of the built `hayate` binary: generate and perplexity on
+// dummy:tiny and on the HF golden checkpoint, and bad input -> a one-line
+// error and a non-zero exit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "golden/golden.h"
+
+namespace hayate {
+namespace {
+
+struct Proc {
+  int code = -1;
+  std::string out, err;
+};
+
+// Single-quotes an argument for /bin/sh.
+std::string quote(const std::string& s) {
+  std::string q;
+  q.push_back('\'');
+  for (char c : s) {
+    if (c == '\'') {
+      q.append("'\\''");
+    } else {
+      q.push_back(c);
+    }
+  }
+  q.push_back('\'');
+  return q;
+}
+
+Proc hayate(const std::vector<std::string>& args) {
+  static int counter = 0;
+  const std::string err_path =
+      ::testing::TempDir() + "/hayate_cli_err_" + std::to_string(::getpid()) + "_" +
+      std::to_string(counter++);
+  std::string cmd = quote(std::string(HAYATE_BINARY_DIR) + "/hayate");
+  for (const std::string& a : args) {
+    cmd.push_back(' ');
+    cmd.append(quote(a));
+  }
+  cmd.append(" 2>");
+  cmd.append(quote(err_path));
+  cmd.append(" </dev/null");
+  Proc r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream f(err_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.err = ss.str();
+  std::remove(err_path.c_str());
+  return r;
+}
+
+std::vector<std::string> tiny(std::vector<std::string> args) {
+  args.insert(args.begin() + 1, {"--model", "dummy:tiny", "--backend", "cpu"});
+  return args;
+}
+
+nlohmann::json ids_of(const Proc& r) {
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(Cli, GenerateIdsAndMaxLength) {
+  Proc a = hayate(tiny({"generate", "--prompt", "Hello, world", "--max-tokens", "6",
+                       "--ignore-eos", "--output-ids"}));
+  nlohmann::json j = ids_of(a);
+  auto prompt = j["prompt_ids"].get<std::vector<int>>();
+  auto ids = j["ids"].get<std::vector<int>>();
+  ASSERT_GE(prompt.size(), 2u);
+  EXPECT_EQ(prompt[0], 128000);  // BOS as HF's add_special_tokens=True
+  EXPECT_EQ(ids.size(), 6u);
+  // --max-length counts the prompt: prompt + 3 gives the first 3 of the same ids.
+  Proc b = hayate(tiny({"generate", "--prompt", "Hello, world", "--max-length",
+                       std::to_string(prompt.size() + 3), "--ignore-eos", "--output-ids"}));
+  auto ids3 = ids_of(b)["ids"].get<std::vector<int>>();
+  EXPECT_EQ(ids3, std::vector<int>(ids.begin(), ids.begin() + 3));
+  // Streaming text mode prints text and a summary on stderr.
+  Proc t = hayate(tiny({"generate", "--prompt", "Hello, world", "--max-tokens", "3",
+                       "--ignore-eos"}));
+  EXPECT_EQ(t.code, 0) << t.err;
+  EXPECT_FALSE(t.out.empty());
+  EXPECT_NE(t.err.find("3 new tokens"), std::string::npos) << t.err;
+}
+
+TEST(Cli, SampledRunsFollowTheSeed) {
+  auto run = [](const char* seed) {
+    return ids_of(hayate(tiny({"generate", "--prompt", "Once upon a time", "--max-tokens", "8",
+                               "--ignore-eos", "--output-ids", "--temperature", "1.0",
+                               "--top-p", "0.95", "--seed", seed})))["ids"];
+  };
+  // --seed also seeds dummy weights: same seed -> same model and draws.
+  EXPECT_EQ(run("3"), run("3"));
+}
+
+TEST(Cli, ChatTemplateHasOneBos) {
+  Proc r = hayate(tiny({"generate", "--prompt", "What is 2+2?", "--chat", "--system",
+                       "Be brief.", "--max-tokens", "2", "--ignore-eos", "--output-ids"}));
+  auto prompt = ids_of(r)["prompt_ids"].get<std::vector<int>>();
+  ASSERT_GT(prompt.size(), 10u);
+  EXPECT_EQ(prompt[0], 128000);
+  EXPECT_EQ(std::count(prompt.begin(), prompt.end(), 128000), 1);
+  EXPECT_EQ(std::count(prompt.begin(), prompt.end(), 128006), 3);  // system, user, assistant
+}
+
+TEST(Cli, PerplexityMatchesHfOnTheRealVocabCheckpoint) {
+  const std::string dir = golden::data_dir() + "/realvocab_tied_bf16";
+  const nlohmann::json g = golden::read_json(dir + "/golden.json");
+  for (const char* which : {"full", "windowed"}) {
+    const nlohmann::json& ref = g["perplexity"][which];
+    std::vector<std::string> args = {"perplexity", "--model", dir, "--backend", "cpu",
+                                     "--tokenizer", std::string(HAYATE_ASSETS_DIR) + "/llama3_1",
+                                     "--file", golden::data_dir() + "/text_ja_en.txt", "--json"};
+    if (std::string(which) == "windowed") {
+      args.push_back("--context");
+      args.push_back(std::to_string(ref["context"].get<int>()));
+    }
+    Proc r = hayate(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tokens"].get<int64_t>(), ref["count"].get<int64_t>() + 1) << which;
+    const double ppl = ref["ppl"].get<double>();
+    EXPECT_LT(std::abs(j["perplexity"].get<double>() - ppl) / ppl, 1e-4) << which;
+  }
+}
+
+// Bad input: non-zero exit, nothing on stdout, and exactly one line on stderr
+// that says what was wrong.
+void expect_one_line_error(const std::vector<std::string>& args, const std::string& needle) {
+  Proc r = hayate(args);
+  std::string joined;
+  for (const auto& a : args) joined += a + " ";
+  EXPECT_NE(r.code, 0) << joined;
+  EXPECT_EQ(r.out, "") << joined;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << "\n" << r.err;
+  EXPECT_NE(r.err.find("hayate: error:"), std::string::npos) << joined << "\n" << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << joined << "\n" << r.err;
+}
+
+TEST(Cli, BadSamplingValues) {
+  const std::vector<std::string> base = {"generate", "--model", "dummy:tiny", "--backend", "cpu",
+                                         "--prompt", "hi"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  expect_one_line_error(with({"--temperature", "-0.5"}), "temperature");
+  expect_one_line_error(with({"--top-p", "0"}), "top_p");
+  expect_one_line_error(with({"--top-p", "1.5"}), "top_p");
+  expect_one_line_error(with({"--top-k", "-1"}), "top_k");
+  expect_one_line_error(with({"--min-p", "2"}), "min_p");
+  expect_one_line_error(with({"--max-tokens", "0"}), "--max-tokens");
+  expect_one_line_error(with({"--system", "x"}), "--chat");
+}
+
+TEST(Cli, BadModelsAndLengths) {
+  expect_one_line_error({"generate", "--model", "dummy:nope", "--backend", "cpu", "--prompt", "hi"},
+                        "dummy:nope");
+  expect_one_line_error({"generate", "--model", "/nonexistent/ckpt", "--backend", "cpu",
+                         "--prompt", "hi"},
+                        "/nonexistent/ckpt");
+  expect_one_line_error({"generate", "--model", "dummy:tiny", "--backend", "nope", "--prompt", "hi"},
+                        "nope");
+  // A prompt longer than the context.
+  std::string long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt += "word ";
+  expect_one_line_error(tiny({"generate", "--max-context", "16", "--prompt", long_prompt,
+                              "--max-tokens", "1"}),
+                        "context");
+  expect_one_line_error(tiny({"generate", "--prompt", "one two three", "--max-length", "2"}),
+                        "--max-length");
+  expect_one_line_error(tiny({"perplexity", "--file", "/nonexistent/text.txt"}),
+                        "/nonexistent/text.txt");
+  expect_one_line_error(tiny({"perplexity", "--file", golden::data_dir() + "/text_ja_en.txt",
+                              "--context", "1"}),
+                        "--context");
+}
+
+}  // namespace
+}  // namespace hayate
