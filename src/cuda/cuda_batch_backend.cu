@@ -57,8 +57,15 @@ std::vector<int> graph_buckets(int max_seqs) {
   return b;
 }
 
+// The test hook behind cuda_batch_last_logits().
+class LogitsPeek {
+ public:
+  virtual ~LogitsPeek() = default;
+  virtual std::vector<float> last_logits() = 0;
+};
+
 template <typename T>
-class CudaBatchBackend final : public BatchBackend {
+class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
  public:
   CudaBatchBackend(const Model& model, const BatchBackendOptions& o) : c_(model.config) {
     HAYATE_CHECK(o.block_size >= 1, "--block-size must be >= 1, got ", o.block_size);
@@ -111,7 +118,17 @@ class CudaBatchBackend final : public BatchBackend {
   int block_size() const override { return block_size_; }
   int max_model_len() const override { return max_model_len_; }
 
+  std::vector<float> last_logits() override {
+    const size_t V = size_t(c_.vocab_size);
+    std::vector<float> out(last_slot_.size() * V);
+    for (size_t j = 0; j < last_slot_.size(); ++j)
+      HAYATE_CUDA_CHECK(cudaMemcpy(out.data() + j * V, logits_ + size_t(last_slot_[j]) * V,
+                                   V * sizeof(float), cudaMemcpyDeviceToHost));
+    return out;
+  }
+
   void step(const Batch& batch, std::span<int32_t> sampled) override {
+    last_slot_.clear();
     validate(batch, sampled);
     const int S = int(batch.seqs.size()), T_ = batch.num_tokens;
     const bool use_graph = batch.all_decode();
@@ -175,6 +192,7 @@ class CudaBatchBackend final : public BatchBackend {
     // Output slot of sampling seq j: its logits row (graph: the seq's own row).
     std::vector<int> slot(which.size());
     for (size_t j = 0; j < which.size(); ++j) slot[j] = use_graph ? which[j] : int(j);
+    last_slot_ = slot;
     sample_non_greedy(batch, which, slot);
     std::vector<int32_t> ids(static_cast<size_t>(m), 0);
     HAYATE_CUDA_CHECK(cudaMemcpyAsync(ids.data(), d_out_, sizeof(int32_t) * size_t(m),
@@ -417,11 +435,19 @@ class CudaBatchBackend final : public BatchBackend {
   char* sample_ws_ = nullptr;
   std::vector<int32_t> h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
   std::vector<int> buckets_;
+  std::vector<int> last_slot_;  // logits row of each sampled seq of the last step
   std::vector<cudaGraphExec_t> graphs_;
 };
 
 }  // namespace
 }  // namespace cuda
+
+std::vector<float> cuda_batch_last_logits(BatchBackend& backend) {
+  auto* peek = dynamic_cast<cuda::LogitsPeek*>(&backend);
+  HAYATE_CHECK(peek != nullptr, "cuda_batch_last_logits: backend ", backend.name(),
+               " is not the batched cuda backend");
+  return peek->last_logits();
+}
 
 std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
                                                       const BatchBackendOptions& options) {

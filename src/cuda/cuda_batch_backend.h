@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "engine/batch_backend.h"
 
@@ -18,5 +19,9 @@ struct Model;
 // Throws Error for bad options, an unsupported GPU or too little memory.
 std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
                                                       const BatchBackendOptions& options);
+
+// Test hook: logits [sampled sequences of the last step, in batch order,
+// vocab] of the last step(). Throws Error for any other backend.
+std::vector<float> cuda_batch_last_logits(BatchBackend& backend);
 
 }  // namespace hayate

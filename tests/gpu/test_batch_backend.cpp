@@ -1,0 +1,306 @@
+// The batched CUDA backend against the CPU: direct steps (mixed chunked
+// prefill and decode, shuffled block tables, decode graphs) vs the fp32 paged
+// CPU backend and the single-sequence CPU backend's logits; then the Engine
+// over the GPU backend: batched ids equal single-request ids, also across
+// preemption with a tiny pool. Model: dummy:tiny with the vocabulary cut to
+// 512 ids (as the engine tests), fp16 on the GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/check.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_paged_backend.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/cuda_batch_backend.h"
+#include "engine/engine.h"
+#include "engine/sampling.h"
+#include "model/model.h"
+
+namespace hayate {
+namespace {
+
+constexpr int kVocab = 512;
+constexpr int kMaxLen = 256;
+
+class BatchBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (cuda_device_count() == 0) return;
+    model_ = new Model(load_model("dummy:tiny", 7, HAYATE_ASSETS_DIR));
+    // Same weights, fewer vocabulary rows (dummy values depend on the index only).
+    model_->config.vocab_size = kVocab;
+    model_->config.eos_ids = {};
+    for (WeightSource& w : model_->weights)
+      if (w.name == "embed" || w.name == "lm_head") w.shape[0] = kVocab;
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
+  }
+
+  static BatchBackendOptions options(int num_blocks, int max_seqs = 8) {
+    BatchBackendOptions o;
+    o.num_blocks = num_blocks;
+    o.block_size = 16;
+    o.max_model_len = kMaxLen;
+    o.max_num_seqs = max_seqs;
+    o.max_num_batched_tokens = 256;
+    o.dtype = DType::F16;
+    return o;
+  }
+
+  static std::unique_ptr<Backend> single_cpu() {
+    BackendOptions o;
+    o.max_context = kMaxLen;
+    return make_cpu_backend(*model_, o);
+  }
+
+  static int32_t argmax(std::span<const float> v) {
+    return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
+  }
+
+  // The GPU's greedy id must be the CPU's, unless the CPU's top-2 margin is
+  // within 16-bit rounding (1e-2 of the logit scale); then the two must be that close.
+  static void check_pick(int32_t gid, std::span<const float> c, const std::string& where) {
+    const int32_t want = argmax(c);
+    if (gid == want) return;
+    ASSERT_GE(gid, 0);
+    ASSERT_LT(gid, kVocab);
+    const float scale = std::fabs(*std::max_element(
+        c.begin(), c.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); }));
+    EXPECT_LT(c[size_t(want)] - c[size_t(gid)], 1e-2f * scale) << where << ": " << gid << " vs " << want;
+  }
+
+  static Model* model_;
+};
+
+Model* BatchBackendTest::model_ = nullptr;
+
+// One sequence of the direct-step test: its prompt, the chunk size its prompt
+// goes in, and its (shuffled) blocks.
+struct Seq {
+  std::vector<int32_t> tokens;  // prompt, then generated ids (teacher forced: the CPU's)
+  int prompt_len = 0, chunk = 0, done = 0;
+  std::vector<int32_t> table;
+  std::unique_ptr<Backend> oracle;  // single-sequence CPU backend fed the same tokens
+};
+
+TEST_F(BatchBackendTest, StepsMatchCpuPagedAndSingleSequence) {
+  std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, options(80));
+  std::unique_ptr<BatchBackend> cpu = make_cpu_paged_backend(*model_, options(80));
+  ASSERT_EQ(gpu->num_blocks(), 80);
+  std::mt19937 rng(1234);
+  std::vector<int32_t> blocks(80);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng);  // tables point all over the pool
+
+  const int lens[] = {1, 9, 16, 37, 70, 130}, chunks[] = {1, 4, 16, 64, 23, 48};
+  std::vector<Seq> seqs(6);
+  int next_block = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Seq& s = seqs[i];
+    s.prompt_len = lens[i];
+    s.chunk = chunks[i];
+    for (int t = 0; t < s.prompt_len; ++t) s.tokens.push_back(int32_t(rng() % kVocab));
+    const int need = (s.prompt_len + 24 + 15) / 16;
+    s.table.assign(blocks.begin() + next_block, blocks.begin() + next_block + need);
+    next_block += need;
+    s.oracle = single_cpu();
+  }
+  const SamplingParams greedy;
+  int graph_steps = 0, mixed_steps = 0;
+  for (int step = 0; step < 40; ++step) {
+    Batch b;
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Seq& s = seqs[i];
+      if (int(s.tokens.size()) >= s.prompt_len + 20) continue;  // finished
+      BatchSeq bs;
+      bs.seq_id = i;
+      bs.start_pos = s.done;
+      const int n = s.done < s.prompt_len ? std::min(s.chunk, s.prompt_len - s.done) : 1;
+      bs.tokens = std::span<const int32_t>(s.tokens.data() + s.done, size_t(n));
+      bs.block_table = s.table;
+      bs.sample = s.done + n >= s.prompt_len;
+      bs.sampling = &greedy;
+      bs.sample_step = uint64_t(s.tokens.size() - size_t(s.prompt_len));
+      b.seqs.push_back(bs);
+      b.num_tokens += n;
+      idx.push_back(i);
+    }
+    if (b.seqs.empty()) break;
+    (b.all_decode() ? graph_steps : mixed_steps)++;
+    std::vector<int32_t> g(b.seqs.size(), -1), c(b.seqs.size(), -1);
+    gpu->step(b, g);
+    const std::vector<float> glog = cuda_batch_last_logits(*gpu);
+    cpu->step(b, c);
+    int sampled_j = 0;
+    for (size_t j = 0; j < b.seqs.size(); ++j) {
+      Seq& s = seqs[idx[j]];
+      const BatchSeq& bs = b.seqs[j];
+      std::vector<float> ref(kVocab);
+      s.oracle->forward(bs.tokens, bs.start_pos, ref, false);
+      s.done += int(bs.tokens.size());
+      if (!bs.sample) continue;
+      const std::string where = "step " + std::to_string(step) + " seq " + std::to_string(idx[j]);
+      // The paged CPU backend is the single-sequence one, batched: identical ids.
+      EXPECT_EQ(c[j], argmax(ref)) << where;
+      // GPU logits close to the fp32 reference (norm-wise), ids equal up to near-ties.
+      double num = 0, den = 0;
+      for (int v = 0; v < kVocab; ++v) {
+        const double d = glog[size_t(sampled_j) * kVocab + size_t(v)] - ref[size_t(v)];
+        num += d * d;
+        den += double(ref[size_t(v)]) * ref[size_t(v)];
+      }
+      EXPECT_LT(std::sqrt(num / den), 2e-2) << where << ": logits differ";
+      check_pick(g[j], ref, where);
+      ++sampled_j;
+      s.tokens.push_back(c[j]);  // teacher forcing: both continue from the CPU's id
+    }
+  }
+  EXPECT_GT(graph_steps, 5) << "decode graphs were not exercised";
+  EXPECT_GT(mixed_steps, 3) << "chunked prefill was not exercised";
+}
+
+TEST_F(BatchBackendTest, SampledIdsStayInTheTopK) {
+  std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, options(40));
+  std::unique_ptr<Backend> oracle = single_cpu();
+  std::vector<int32_t> prompt = {5, 17, 300, 42, 7, 99, 12};
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_k = 5;
+  p.seed = 77;
+  std::vector<int32_t> table = {3, 9, 1};
+  std::vector<float> ref(kVocab);
+  oracle->forward(prompt, 0, ref, false);
+  // Two identical sequences in one batch, different steps: each draw must be
+  // one of the oracle's top 6 (5 plus one for rounding at the boundary).
+  std::vector<int32_t> table2 = {4, 10, 2};
+  Batch b;
+  for (int k = 0; k < 2; ++k) {
+    BatchSeq s;
+    s.seq_id = uint64_t(k);
+    s.tokens = prompt;
+    s.block_table = k == 0 ? table : table2;
+    s.sample = true;
+    s.sampling = &p;
+    s.sample_step = uint64_t(k);
+    b.seqs.push_back(s);
+    b.num_tokens += int(prompt.size());
+  }
+  std::vector<int32_t> order(kVocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int c) { return ref[size_t(a)] > ref[size_t(c)]; });
+  std::vector<int32_t> top(order.begin(), order.begin() + 6);
+  for (int rep = 0; rep < 4; ++rep) {
+    std::vector<int32_t> out(2, -1);
+    gpu->step(b, out);
+    for (int32_t id : out) EXPECT_NE(std::find(top.begin(), top.end(), id), top.end()) << id;
+  }
+}
+
+TEST_F(BatchBackendTest, BadInputIsAnError) {
+  std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, options(20));
+  std::vector<int32_t> toks = {1, 2, 3}, table = {0};
+  SamplingParams p;
+  Batch b;
+  BatchSeq s;
+  s.tokens = toks;
+  s.block_table = table;
+  s.sample = true;
+  s.sampling = &p;
+  b.seqs.push_back(s);
+  b.num_tokens = 3;
+  std::vector<int32_t> out(1);
+  std::vector<int32_t> bad_tok = {1, kVocab, 3};
+  b.seqs[0].tokens = bad_tok;
+  EXPECT_THROW(gpu->step(b, out), Error);
+  b.seqs[0].tokens = toks;
+  std::vector<int32_t> bad_table = {20};
+  b.seqs[0].block_table = bad_table;
+  EXPECT_THROW(gpu->step(b, out), Error);
+  b.seqs[0].block_table = table;
+  b.seqs[0].start_pos = kMaxLen - 1;
+  EXPECT_THROW(gpu->step(b, out), Error);
+  b.seqs[0].start_pos = 0;
+  gpu->step(b, out);  // still usable
+  EXPECT_GE(out[0], 0);
+}
+
+// ---- through the Engine ------------------------------------------------------------
+
+std::map<RequestId, std::vector<int32_t>> run_engine(BatchBackend& backend,
+                                                     const std::vector<std::vector<int32_t>>& prompts,
+                                                     int max_tokens, int max_seqs,
+                                                     uint64_t* preemptions) {
+  EngineOptions eo;
+  eo.max_num_seqs = max_seqs;
+  eo.max_num_batched_tokens = 64;  // prompts go in chunks, mixed with decodes
+  Engine engine(backend, nullptr, eo);
+  std::map<RequestId, std::vector<int32_t>> out;
+  std::vector<RequestId> ids;
+  for (const auto& p : prompts) {
+    EngineRequest r;
+    r.prompt = p;
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    auto* sink = &out;
+    r.on_event = [sink](const EngineEvent& e) {
+      auto& v = (*sink)[e.id];
+      v.insert(v.end(), e.token_ids.begin(), e.token_ids.end());
+    };
+    ids.push_back(engine.submit(std::move(r)));
+  }
+  engine.run_until_idle();
+  if (preemptions) *preemptions = engine.stats().preemptions_total;
+  std::map<RequestId, std::vector<int32_t>> by_index;
+  for (size_t i = 0; i < ids.size(); ++i) by_index[i] = out[ids[i]];
+  return by_index;
+}
+
+TEST_F(BatchBackendTest, EngineBatchedEqualsSingleAcrossPreemption) {
+  std::mt19937 rng(99);
+  const int lens[] = {3, 20, 45, 70, 12, 33};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int n : lens) {
+    std::vector<int32_t> p;
+    for (int t = 0; t < n; ++t) p.push_back(int32_t(rng() % kVocab));
+    prompts.push_back(p);
+  }
+  const int kTokens = 24;
+  // Alone: one request at a time on a roomy pool.
+  std::unique_ptr<BatchBackend> roomy = make_cuda_batch_backend(*model_, options(64, 4));
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(run_engine(*roomy, {p}, kTokens, 4, nullptr)[0]);
+  // Together on 14 blocks of 16: four sequences need up to 24, so the engine preempts.
+  std::unique_ptr<BatchBackend> tiny = make_cuda_batch_backend(*model_, options(14, 4));
+  uint64_t preemptions = 0;
+  auto together = run_engine(*tiny, prompts, kTokens, 4, &preemptions);
+  EXPECT_GT(preemptions, 0u) << "the pool was meant to run out";
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(int(alone[i].size()), kTokens) << "request " << i;
+    EXPECT_EQ(together[i], alone[i]) << "request " << i;
+    // And both follow the fp32 single-sequence CPU backend (up to near-ties).
+    std::unique_ptr<Backend> oracle = single_cpu();
+    std::vector<float> ref(kVocab);
+    oracle->forward(prompts[i], 0, ref, false);
+    for (int t = 0; t < kTokens; ++t) {
+      check_pick(alone[i][size_t(t)], ref, "request " + std::to_string(i) + " id " + std::to_string(t));
+      const int32_t id = alone[i][size_t(t)];
+      oracle->forward(std::span(&id, 1), int(prompts[i].size()) + t, ref, false);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hayate
