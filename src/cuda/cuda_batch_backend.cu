@@ -174,7 +174,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     upload(d_tokens_, h_tokens_.data(), rows);
     upload(d_pos_, h_pos_.data(), rows);
     upload(d_seq_, h_seq_.data(), rows);
-    upload(d_tables_, h_tables_.data(), size_t(std::max(rows, S)) * max_blocks_);
+    upload(d_tables_, h_tables_.data(), size_t(use_graph ? rows : S) * max_blocks_);  // pad rows too
 
     const int m = use_graph ? rows : int(sample_rows.size());
     if (use_graph) {
