@@ -48,20 +48,20 @@ class BatchBackendTest : public ::testing::Test {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
   }
 
-  static BatchBackendOptions options(int num_blocks, int max_seqs = 8) {
+  static BatchBackendOptions options(int num_blocks, int max_seqs = 8, int max_len = kMaxLen) {
     BatchBackendOptions o;
     o.num_blocks = num_blocks;
     o.block_size = 16;
-    o.max_model_len = kMaxLen;
+    o.max_model_len = max_len;
     o.max_num_seqs = max_seqs;
     o.max_num_batched_tokens = 256;
     o.dtype = DType::F16;
     return o;
   }
 
-  static std::unique_ptr<Backend> single_cpu() {
+  static std::unique_ptr<Backend> single_cpu(int max_len = kMaxLen) {
     BackendOptions o;
-    o.max_context = kMaxLen;
+    o.max_context = max_len;
     return make_cpu_backend(*model_, o);
   }
 
@@ -85,6 +85,17 @@ class BatchBackendTest : public ::testing::Test {
 };
 
 Model* BatchBackendTest::model_ = nullptr;
+
+// Norm-wise relative error of GPU logits row j against the fp32 reference.
+double rel_err(const std::vector<float>& gpu, size_t j, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t v = 0; v < ref.size(); ++v) {
+    const double d = gpu[j * ref.size() + v] - ref[v];
+    num += d * d;
+    den += double(ref[v]) * ref[v];
+  }
+  return std::sqrt(num / den);
+}
 
 // One sequence of the direct-step test: its prompt, the chunk size its prompt
 // goes in, and its (shuffled) blocks.
@@ -156,13 +167,7 @@ TEST_F(BatchBackendTest, StepsMatchCpuPagedAndSingleSequence) {
       // The paged CPU backend is the single-sequence one, batched: identical ids.
       EXPECT_EQ(c[j], argmax(ref)) << where;
       // GPU logits close to the fp32 reference (norm-wise), ids equal up to near-ties.
-      double num = 0, den = 0;
-      for (int v = 0; v < kVocab; ++v) {
-        const double d = glog[size_t(sampled_j) * kVocab + size_t(v)] - ref[size_t(v)];
-        num += d * d;
-        den += double(ref[size_t(v)]) * ref[size_t(v)];
-      }
-      EXPECT_LT(std::sqrt(num / den), 2e-2) << where << ": logits differ";
+      EXPECT_LT(rel_err(glog, size_t(sampled_j), ref), 2e-2) << where << ": logits differ";
       check_pick(g[j], ref, where);
       ++sampled_j;
       s.tokens.push_back(c[j]);  // teacher forcing: both continue from the CPU's id
@@ -170,6 +175,58 @@ TEST_F(BatchBackendTest, StepsMatchCpuPagedAndSingleSequence) {
   }
   EXPECT_GT(graph_steps, 5) << "decode graphs were not exercised";
   EXPECT_GT(mixed_steps, 3) << "chunked prefill was not exercised";
+}
+
+// Contexts past one decode partition (512 keys with max_model_len 2048): the
+// split-KV decode kernel and its combine, in graph replays of bucket 2.
+TEST_F(BatchBackendTest, LongContextDecodeSplitsOverKvLength) {
+  constexpr int kLong = 2048;
+  BatchBackendOptions o = options(160, 4, kLong);
+  o.max_num_batched_tokens = 512;  // a 256-token chunk plus a decode
+  std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, o);
+  std::mt19937 rng(5);
+  const int lens[] = {1100, 5};
+  std::vector<std::vector<int32_t>> toks(2), tables(2);
+  std::vector<std::unique_ptr<Backend>> oracle;
+  for (int i = 0; i < 2; ++i) {
+    for (int t = 0; t < lens[i]; ++t) toks[size_t(i)].push_back(int32_t(rng() % kVocab));
+    for (int b = 0; b < 75; ++b) tables[size_t(i)].push_back(int32_t(i == 0 ? 159 - b : b));
+    oracle.push_back(single_cpu(kLong));
+  }
+  const SamplingParams greedy;
+  std::vector<int> done(2, 0);
+  for (int step = 0; step < 14; ++step) {
+    Batch b;
+    for (int i = 0; i < 2; ++i) {
+      const int len = int(toks[size_t(i)].size()), d = done[size_t(i)];
+      BatchSeq s;
+      s.seq_id = uint64_t(i);
+      s.start_pos = d;
+      const int n = d < lens[i] ? std::min(256, len - d) : 1;
+      s.tokens = std::span<const int32_t>(toks[size_t(i)].data() + d, size_t(n));
+      s.block_table = tables[size_t(i)];
+      s.sample = d + n == len;
+      s.sampling = &greedy;
+      b.seqs.push_back(s);
+      b.num_tokens += n;
+    }
+    std::vector<int32_t> g(2, -1);
+    gpu->step(b, g);
+    const std::vector<float> glog = cuda_batch_last_logits(*gpu);
+    size_t j = 0;
+    for (int i = 0; i < 2; ++i) {
+      const BatchSeq& s = b.seqs[size_t(i)];
+      std::vector<float> ref(kVocab);
+      oracle[size_t(i)]->forward(s.tokens, s.start_pos, ref, false);
+      done[size_t(i)] += int(s.tokens.size());
+      if (!s.sample) continue;
+      const std::string where = "step " + std::to_string(step) + " seq " + std::to_string(i);
+      EXPECT_LT(rel_err(glog, j++, ref), 2e-2) << where;
+      check_pick(g[size_t(i)], ref, where);
+      toks[size_t(i)].push_back(argmax(ref));
+    }
+  }
+  EXPECT_GT(done[0], 1100 + 5) << "the long sequence never decoded";
 }
 
 TEST_F(BatchBackendTest, SampledIdsStayInTheTopK) {
