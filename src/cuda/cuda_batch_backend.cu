@@ -24,26 +24,33 @@
 #include "cuda/weights.h"
 #include "model/model.h"
 
-#define HAYATE_CUBLAS_CHECK_B(expr)                                                     \
-  do {                                                                                  \
-    cublasStatus_t hayate_st_ = (expr);                                                 \
-    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                             \
-      std::fprintf(stderr, "hayate: cuBLAS error %d at %s:%d in %s\n", int(hayate_st_), \
-                   __FILE__, __LINE__, #expr);                                          \
-      std::abort();                                                                     \
-    }                                                                                   \
+#define HAYATE_CUBLAS_CHECK_B(expr)                                                               \
+  do {                                                                                            \
+    cublasStatus_t hayate_st_ = (expr);                                                           \
+    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                                       \
+      std::fprintf(stderr, "hayate: cuBLAS error %d at %s:%d in %s\n", int(hayate_st_), __FILE__, \
+                   __LINE__, #expr);                                                              \
+      std::abort();                                                                               \
+    }                                                                                             \
   } while (0)
 
 namespace hayate {
 namespace cuda {
 namespace {
 
-template <typename T> constexpr cudaDataType_t cublas_type();
-template <> constexpr cudaDataType_t cublas_type<half>() { return CUDA_R_16F; }
-template <> constexpr cudaDataType_t cublas_type<__nv_bfloat16>() { return CUDA_R_16BF; }
+template <typename T>
+constexpr cudaDataType_t cublas_type();
+template <>
+constexpr cudaDataType_t cublas_type<half>() {
+  return CUDA_R_16F;
+}
+template <>
+constexpr cudaDataType_t cublas_type<__nv_bfloat16>() {
+  return CUDA_R_16BF;
+}
 
 constexpr size_t kCublasWorkspace = size_t(32) << 20;  // fixed, so GEMMs can be graph-captured
-constexpr int kMaxSplits = 32;                          // decode: partitions of the KV length
+constexpr int kMaxSplits = 32;                         // decode: partitions of the KV length
 
 // Batch-size buckets of the decode graphs: 1, 2, 4, 8, then every 8 up to 32,
 // every 16 up to 64, every 32 beyond (padding stays under ~1/3 of a step).
@@ -81,7 +88,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                  c_.num_heads, " heads, ", c_.num_kv_heads, " kv heads)");
     HAYATE_CHECK(c_.hidden_size % 8 == 0 && c_.intermediate_size % 8 == 0,
                  "hidden and intermediate sizes must be multiples of 8");
-    max_model_len_ = o.max_model_len > 0 ? o.max_model_len : std::min(c_.max_position_embeddings, 8192);
+    max_model_len_ =
+        o.max_model_len > 0 ? o.max_model_len : std::min(c_.max_position_embeddings, 8192);
     HAYATE_CHECK(max_model_len_ <= c_.max_position_embeddings, "--max-model-len ", max_model_len_,
                  " exceeds the model's max_position_embeddings ", c_.max_position_embeddings);
     block_size_ = o.block_size;
@@ -132,9 +140,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     validate(batch, sampled);
     const int S = int(batch.seqs.size()), T_ = batch.num_tokens;
     const bool use_graph = batch.all_decode();
-    const size_t bucket = use_graph ? size_t(std::lower_bound(buckets_.begin(), buckets_.end(), S) -
-                                             buckets_.begin())
-                                    : 0;
+    const size_t bucket =
+        use_graph ? size_t(std::lower_bound(buckets_.begin(), buckets_.end(), S) - buckets_.begin())
+                  : 0;
     const int rows = use_graph ? buckets_[bucket] : T_;  // token rows this step runs
 
     // Host metadata: token rows in batch order; seqs[i] is sequence slot i.
@@ -144,7 +152,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     for (int i = 0, row = 0; i < S; ++i) {
       const BatchSeq& s = batch.seqs[size_t(i)];
       const int n = int(s.tokens.size());
-      std::copy_n(s.block_table.data(), s.block_table.size(), h_tables_.data() + size_t(i) * max_blocks_);
+      std::copy_n(s.block_table.data(), s.block_table.size(),
+                  h_tables_.data() + size_t(i) * max_blocks_);
       for (int t = 0; t < n; ++t) {
         h_tokens_[size_t(row + t)] = s.tokens[size_t(t)];
         h_pos_[size_t(row + t)] = s.start_pos + t;
@@ -174,7 +183,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     upload(d_tokens_, h_tokens_.data(), rows);
     upload(d_pos_, h_pos_.data(), rows);
     upload(d_seq_, h_seq_.data(), rows);
-    upload(d_tables_, h_tables_.data(), size_t(use_graph ? rows : S) * max_blocks_);  // pad rows too
+    upload(d_tables_, h_tables_.data(),
+           size_t(use_graph ? rows : S) * max_blocks_);  // pad rows too
 
     const int m = use_graph ? rows : int(sample_rows.size());
     if (use_graph) {
@@ -213,30 +223,30 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
     const PagedMeta meta{d_pos_, d_seq_, d_tables_};
     const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
-    embed(w_.embed, d_tokens_, rows, D, h_, s_, false);                      // H [rows, D]
+    embed(w_.embed, d_tokens_, rows, D, h_, s_, false);  // H [rows, D]
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
-      T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;                     // [blocks, bs, kv_dim]
+      T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;  // [blocks, bs, kv_dim]
       T* vp = v_pool_.as<T>() + size_t(l) * layer_elems;
-      rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);                       // XN [rows, D]
-      gemm(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f);                          // QKV [rows, qkv]
-      paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);        // Q roped; K, V -> pool
-      if (n_dec > 0)                                                         // ATT [rows, qd]
+      rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);                 // XN [rows, D]
+      gemm(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f);                    // QKV [rows, qkv]
+      paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
+      if (n_dec > 0)                                                   // ATT [rows, qd]
         paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, part_, part_o_,
                                part_ml_, attn_, s_);
       if (n_tiles > 0)
         paged_attention_prefill(q_, kp, vp, sh, meta, reinterpret_cast<const int2*>(d_tiles_),
                                 n_tiles, attn_, s_);
-      gemm(L.wo, attn_, rows, D, qd, h_, 1.0f);                              // H += ATT Wo^T
-      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);                        // XN [rows, D]
-      gemm(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f);                    // GU [rows, 2I]
-      silu_mul(big_, rows, I, xn_, s_);                                      // ACT [rows, I]
-      gemm(L.w_down, xn_, rows, D, I, h_, 1.0f);                             // H += ACT Wd^T
+      gemm(L.wo, attn_, rows, D, qd, h_, 1.0f);            // H += ATT Wo^T
+      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);      // XN [rows, D]
+      gemm(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f);  // GU [rows, 2I]
+      silu_mul(big_, rows, I, xn_, s_);                    // ACT [rows, I]
+      gemm(L.w_down, xn_, rows, D, I, h_, 1.0f);           // H += ACT Wd^T
     }
     if (m == 0) return;
-    rmsnorm_gather(h_, sample_rows, w_.final_norm, m, D, eps, last_, s_);   // [m, D]
-    gemm(w_.lm_head, last_, m, V, D, logits_, 0.0f);                         // logits [m, V]
-    argmax_rows(logits_, m, V, d_out_, s_);                                  // out [m] (greedy)
+    rmsnorm_gather(h_, sample_rows, w_.final_norm, m, D, eps, last_, s_);  // [m, D]
+    gemm(w_.lm_head, last_, m, V, D, logits_, 0.0f);                       // logits [m, V]
+    argmax_rows(logits_, m, V, d_out_, s_);                                // out [m] (greedy)
   }
 
   // y [m, N] = x [m, K] . W [N, K]^T + beta y (fp32 out). Column-major view:
@@ -258,7 +268,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       const BatchSeq& s = batch.seqs[size_t(which[j])];
       const SamplingParams& p = *s.sampling;
       if (p.greedy()) continue;
-      st.push_back(StepState{0, 0, p.seed, s.sample_step, p.temperature, p.top_p, p.min_p, p.top_k});
+      st.push_back(
+          StepState{0, 0, p.seed, s.sample_step, p.temperature, p.top_p, p.min_p, p.top_k});
       at.push_back(slot[j]);
     }
     if (st.empty()) return;
@@ -335,8 +346,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       num_blocks_ = budget > 0 ? int(std::min(budget / double(per_block) - 1, 2.0e9)) : 0;
     }
     HAYATE_CHECK(int64_t(num_blocks_) * block_size_ >= max_model_len_, "the KV pool holds ",
-                 int64_t(std::max(num_blocks_, 0)) * block_size_, " tokens, less than --max-model-len ",
-                 max_model_len_, " (", double(free_b) / 1e9, " GB free of ", double(total_b) / 1e9,
+                 int64_t(std::max(num_blocks_, 0)) * block_size_,
+                 " tokens, less than --max-model-len ", max_model_len_, " (", double(free_b) / 1e9,
+                 " GB free of ", double(total_b) / 1e9,
                  " GB; raise --gpu-memory-fraction or lower --max-model-len)");
     k_pool_ = DeviceBuffer(per_block / 2 * size_t(num_blocks_ + 1));
     v_pool_ = DeviceBuffer(per_block / 2 * size_t(num_blocks_ + 1));
@@ -462,9 +474,12 @@ std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
   HAYATE_CHECK(cuda::kernels_supported(options.device),
                "this GPU is not supported by this build (compiled for sm_90a)");
   switch (options.dtype) {  // the one place where the runtime dtype becomes T
-    case DType::F16: return std::make_unique<cuda::CudaBatchBackend<half>>(model, options);
-    case DType::BF16: return std::make_unique<cuda::CudaBatchBackend<__nv_bfloat16>>(model, options);
-    case DType::F32: break;
+    case DType::F16:
+      return std::make_unique<cuda::CudaBatchBackend<half>>(model, options);
+    case DType::BF16:
+      return std::make_unique<cuda::CudaBatchBackend<__nv_bfloat16>>(model, options);
+    case DType::F32:
+      break;
   }
   fail("the batched cuda backend runs float16 or bfloat16 (--dtype), not float32");
 }

@@ -36,13 +36,14 @@ __device__ __forceinline__ const T* kv_row(const T* pool, const int32_t* table, 
 template <typename T>
 __global__ void paged_rope_kv_kernel(const float* __restrict__ qkv,  // [T, (H + 2 Hkv) d]
                                      PagedShape sh, const float* __restrict__ inv_freq,  // [d/2]
-                                     PagedMeta meta, float* __restrict__ q,  // [T, H d]
+                                     PagedMeta meta, float* __restrict__ q,              // [T, H d]
                                      T* __restrict__ k_pool, T* __restrict__ v_pool) {
   const int half_dim = sh.head_dim / 2, d = sh.head_dim;
   const int token = blockIdx.x, p = meta.tok_pos[token];
   const int heads = sh.n_heads + 2 * sh.n_kv_heads, kv_dim = sh.n_kv_heads * d;
   const int32_t* table = table_of(meta, meta.tok_seq[token], sh.max_blocks);
-  const size_t slot = (size_t(table[p / sh.block_size]) * sh.block_size + p % sh.block_size) * kv_dim;
+  const size_t slot =
+      (size_t(table[p / sh.block_size]) * sh.block_size + p % sh.block_size) * kv_dim;
   const float* row = qkv + size_t(token) * heads * d;
   for (int j = threadIdx.x; j < heads * half_dim; j += blockDim.x) {
     const int head = j / half_dim, i = j % half_dim;
@@ -54,7 +55,8 @@ __global__ void paged_rope_kv_kernel(const float* __restrict__ qkv,  // [T, (H +
       qo[i + half_dim] = b;
     } else {
       const bool is_k = head < sh.n_heads + sh.n_kv_heads;
-      T* dst = (is_k ? k_pool : v_pool) + slot + (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
+      T* dst =
+          (is_k ? k_pool : v_pool) + slot + (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
       dst[i] = from_f32<T>(a);
       dst[i + half_dim] = from_f32<T>(b);
     }
@@ -70,10 +72,11 @@ __global__ void paged_rope_kv_kernel(const float* __restrict__ qkv,  // [T, (H +
 // final output directly.
 template <typename T, int HD>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
-paged_decode_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                    const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
-                    const int32_t* __restrict__ rows, int n_splits, int part,
-                    float* __restrict__ part_o, float* __restrict__ part_ml, T* __restrict__ out) {
+    paged_decode_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+                        const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+                        const int32_t* __restrict__ rows, int n_splits, int part,
+                        float* __restrict__ part_o, float* __restrict__ part_ml,
+                        T* __restrict__ out) {
   constexpr int E = HD / 32;
   const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
   const int row = rows[i], len = meta.tok_pos[row] + 1;
@@ -202,9 +205,9 @@ struct PrefillSmem {
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(kPrefillThreads)
-paged_prefill_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                     const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
-                     const int2* __restrict__ tiles, T* __restrict__ out) {
+    paged_prefill_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+                         const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+                         const int2* __restrict__ tiles, T* __restrict__ out) {
   constexpr int kColThreads = kPrefillThreads / HD;     // threads per column
   constexpr int kRowsPer = kPrefillRows / kColThreads;  // rows per thread
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -219,8 +222,8 @@ paged_prefill_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
 
   for (int j = threadIdx.x; j < kPrefillRows * HD; j += kPrefillThreads) {
     const int r = j / HD, dim = j % HD;
-    sm.q[r][dim] = r < R ? q[size_t(tile.x + r / G) * q_dim + (kh * G + r % G) * HD + dim] * scale
-                         : 0.0f;
+    sm.q[r][dim] =
+        r < R ? q[size_t(tile.x + r / G) * q_dim + (kh * G + r % G) * HD + dim] * scale : 0.0f;
   }
   for (int r = threadIdx.x; r < kPrefillRows; r += kPrefillThreads) {
     sm.m[r] = -INFINITY;
@@ -296,7 +299,8 @@ paged_prefill_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
   for (int j = 0; j < kRowsPer; ++j) {
     const int r = row0 + j * kColThreads;
     if (r >= R) break;
-    out[size_t(tile.x + r / G) * q_dim + (kh * G + r % G) * HD + col] = from_f32<T>(acc[j] / sm.l[r]);
+    out[size_t(tile.x + r / G) * q_dim + (kh * G + r % G) * HD + col] =
+        from_f32<T>(acc[j] / sm.l[r]);
   }
 }
 
@@ -306,8 +310,8 @@ constexpr int kNormThreads = 256;
 
 template <typename T>
 __global__ void __launch_bounds__(kNormThreads)
-rmsnorm_gather_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
-                      const T* __restrict__ w, int dim, float eps, T* __restrict__ out) {
+    rmsnorm_gather_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
+                          const T* __restrict__ w, int dim, float eps, T* __restrict__ out) {
   __shared__ float red[kNormThreads / 32];
   const float* xr = x + size_t(rows[blockIdx.x]) * dim;
   float ss = 0.0f;
@@ -320,7 +324,8 @@ rmsnorm_gather_kernel(const float* __restrict__ x, const int32_t* __restrict__ r
   for (int i = 0; i < kNormThreads / 32; ++i) ss += red[i];
   const float rstd = rsqrtf(ss / float(dim) + eps);
   T* o = out + size_t(blockIdx.x) * dim;
-  for (int k = threadIdx.x; k < dim; k += kNormThreads) o[k] = from_f32<T>(xr[k] * rstd * to_f32(w[k]));
+  for (int k = threadIdx.x; k < dim; k += kNormThreads)
+    o[k] = from_f32<T>(xr[k] * rstd * to_f32(w[k]));
 }
 
 constexpr int kArgmaxThreads = 1024;
@@ -332,7 +337,7 @@ __device__ __forceinline__ uint32_t ordered(float f) {
 
 // One block per row; key = (ordered logit, ~id): the max is the lowest id among ties.
 __global__ void __launch_bounds__(kArgmaxThreads)
-argmax_rows_kernel(const float* __restrict__ logits, int vocab, int32_t* __restrict__ out) {
+    argmax_rows_kernel(const float* __restrict__ logits, int vocab, int32_t* __restrict__ out) {
   const float* row = logits + size_t(blockIdx.x) * vocab;
   unsigned long long key = 0;
   for (int i = threadIdx.x; i < vocab; i += kArgmaxThreads) {
@@ -354,7 +359,9 @@ bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim) {
          (head_dim == 32 || head_dim == 64 || head_dim == 128);
 }
 
-int paged_prefill_tile_tokens(int group) { return kPrefillRows / group; }
+int paged_prefill_tile_tokens(int group) {
+  return kPrefillRows / group;
+}
 
 template <typename T>
 void paged_rope_kv(const float* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
@@ -367,7 +374,8 @@ template <typename T, int HD>
 void decode_hd(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
                const int32_t* rows, int n_rows, int n_splits, int part, float* part_o,
                float* part_ml, T* out, cudaStream_t s) {
-  launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(n_splits)), kDecodeWarps * 32, 0, s},
+  launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(n_splits)), kDecodeWarps * 32, 0,
+          s},
          paged_decode_kernel<T, HD>, q, k_pool, v_pool, sh, meta, rows, n_splits, part, part_o,
          part_ml, out);
   if (n_splits > 1)
@@ -381,10 +389,17 @@ void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, Pa
                             PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int part,
                             float* part_o, float* part_ml, T* out, cudaStream_t s) {
   switch (sh.head_dim) {
-    case 32: return decode_hd<T, 32>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, part, part_o, part_ml, out, s);
-    case 64: return decode_hd<T, 64>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, part, part_o, part_ml, out, s);
-    case 128: return decode_hd<T, 128>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, part, part_o, part_ml, out, s);
-    default: break;
+    case 32:
+      return decode_hd<T, 32>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, part, part_o,
+                              part_ml, out, s);
+    case 64:
+      return decode_hd<T, 64>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, part, part_o,
+                              part_ml, out, s);
+    case 128:
+      return decode_hd<T, 128>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, part, part_o,
+                               part_ml, out, s);
+    default:
+      break;
   }
   std::fprintf(stderr, "hayate: paged attention: unsupported head_dim %d\n", sh.head_dim);
   std::abort();
@@ -393,7 +408,8 @@ void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, Pa
 template <typename T, int HD>
 void prefill_hd(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
                 const int2* tiles, int n_tiles, T* out, cudaStream_t s) {
-  launch({dim3(unsigned(n_tiles), unsigned(sh.n_kv_heads)), kPrefillThreads, sizeof(PrefillSmem<T, HD>), s},
+  launch({dim3(unsigned(n_tiles), unsigned(sh.n_kv_heads)), kPrefillThreads,
+          sizeof(PrefillSmem<T, HD>), s},
          paged_prefill_kernel<T, HD>, q, k_pool, v_pool, sh, meta, tiles, out);
 }
 
@@ -402,10 +418,14 @@ void paged_attention_prefill(const float* q, const T* k_pool, const T* v_pool, P
                              PagedMeta meta, const int2* tiles, int n_tiles, T* out,
                              cudaStream_t s) {
   switch (sh.head_dim) {
-    case 32: return prefill_hd<T, 32>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
-    case 64: return prefill_hd<T, 64>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
-    case 128: return prefill_hd<T, 128>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
-    default: break;
+    case 32:
+      return prefill_hd<T, 32>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
+    case 64:
+      return prefill_hd<T, 64>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
+    case 128:
+      return prefill_hd<T, 128>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
+    default:
+      break;
   }
   std::fprintf(stderr, "hayate: paged attention: unsupported head_dim %d\n", sh.head_dim);
   std::abort();
@@ -437,15 +457,15 @@ void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStr
   launch({unsigned(rows), kArgmaxThreads, 0, s}, argmax_rows_kernel, logits, vocab, out);
 }
 
-#define HAYATE_PAGED_INSTANTIATE(T)                                                              \
-  template void paged_rope_kv<T>(const float*, PagedShape, int, const float*, PagedMeta, float*, \
-                                 T*, T*, cudaStream_t);                                          \
-  template void paged_attention_decode<T>(const float*, const T*, const T*, PagedShape,         \
-                                          PagedMeta, const int32_t*, int, int, int, float*,     \
-                                          float*, T*, cudaStream_t);                            \
-  template void paged_attention_prefill<T>(const float*, const T*, const T*, PagedShape,        \
-                                           PagedMeta, const int2*, int, T*, cudaStream_t);      \
-  template void rmsnorm_gather<T>(const float*, const int32_t*, const T*, int, int, float, T*,  \
+#define HAYATE_PAGED_INSTANTIATE(T)                                                                \
+  template void paged_rope_kv<T>(const float*, PagedShape, int, const float*, PagedMeta, float*,   \
+                                 T*, T*, cudaStream_t);                                            \
+  template void paged_attention_decode<T>(const float*, const T*, const T*, PagedShape, PagedMeta, \
+                                          const int32_t*, int, int, int, float*, float*, T*,       \
+                                          cudaStream_t);                                           \
+  template void paged_attention_prefill<T>(const float*, const T*, const T*, PagedShape,           \
+                                           PagedMeta, const int2*, int, T*, cudaStream_t);         \
+  template void rmsnorm_gather<T>(const float*, const int32_t*, const T*, int, int, float, T*,     \
                                   cudaStream_t);
 HAYATE_PAGED_INSTANTIATE(half)
 HAYATE_PAGED_INSTANTIATE(__nv_bfloat16)

@@ -78,7 +78,8 @@ class BatchBackendTest : public ::testing::Test {
     ASSERT_LT(gid, kVocab);
     const float scale = std::fabs(*std::max_element(
         c.begin(), c.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); }));
-    EXPECT_LT(c[size_t(want)] - c[size_t(gid)], 1e-2f * scale) << where << ": " << gid << " vs " << want;
+    EXPECT_LT(c[size_t(want)] - c[size_t(gid)], 1e-2f * scale)
+        << where << ": " << gid << " vs " << want;
   }
 
   static Model* model_;
@@ -257,7 +258,8 @@ TEST_F(BatchBackendTest, SampledIdsStayInTheTopK) {
   }
   std::vector<int32_t> order(kVocab);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int c) { return ref[size_t(a)] > ref[size_t(c)]; });
+  std::sort(order.begin(), order.end(),
+            [&](int a, int c) { return ref[size_t(a)] > ref[size_t(c)]; });
   std::vector<int32_t> top(order.begin(), order.begin() + 6);
   for (int rep = 0; rep < 4; ++rep) {
     std::vector<int32_t> out(2, -1);
@@ -296,10 +298,9 @@ TEST_F(BatchBackendTest, BadInputIsAnError) {
 
 // ---- through the Engine ------------------------------------------------------------
 
-std::map<RequestId, std::vector<int32_t>> run_engine(BatchBackend& backend,
-                                                     const std::vector<std::vector<int32_t>>& prompts,
-                                                     int max_tokens, int max_seqs,
-                                                     uint64_t* preemptions) {
+std::map<RequestId, std::vector<int32_t>> run_engine(
+    BatchBackend& backend, const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
+    int max_seqs, uint64_t* preemptions) {
   EngineOptions eo;
   eo.max_num_seqs = max_seqs;
   eo.max_num_batched_tokens = 64;  // prompts go in chunks, mixed with decodes
@@ -352,7 +353,8 @@ TEST_F(BatchBackendTest, EngineBatchedEqualsSingleAcrossPreemption) {
     std::vector<float> ref(kVocab);
     oracle->forward(prompts[i], 0, ref, false);
     for (int t = 0; t < kTokens; ++t) {
-      check_pick(alone[i][size_t(t)], ref, "request " + std::to_string(i) + " id " + std::to_string(t));
+      check_pick(alone[i][size_t(t)], ref,
+                 "request " + std::to_string(i) + " id " + std::to_string(t));
       const int32_t id = alone[i][size_t(t)];
       oracle->forward(std::span(&id, 1), int(prompts[i].size()) + t, ref, false);
     }
