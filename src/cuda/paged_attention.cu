@@ -65,6 +65,25 @@ __global__ void paged_rope_kv_kernel(const float* __restrict__ qkv,  // [T, (H +
 
 // ---- decode attention ------------------------------------------------------------
 
+// E consecutive 16-bit values to floats; E = 4 (head_dim 128) as one 8-byte
+// load (aligned: kv_dim is a multiple of 32 and the lane offset of 4 elements).
+template <typename T, int E>
+__device__ __forceinline__ void load_row(const T* p, float (&f)[E]) {
+  if constexpr (E == 4) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    const uint32_t w[2] = {u.x, u.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const T* h = reinterpret_cast<const T*>(&w[i]);
+      f[2 * i] = to_f32(h[0]);
+      f[2 * i + 1] = to_f32(h[1]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e) f[e] = to_f32(p[e]);
+  }
+}
+
 // Block (row i, kv head, split): 4 warps share the split's keys round-robin;
 // lane owns E = HD / 32 dims of each of the group's G query heads, so a key's
 // K and V rows are read once for the whole group. Writes the split's
@@ -102,11 +121,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     const T* kr = kv_row(k_pool, table, k, sh.block_size, kv_dim) + kh * HD + lane * E;
     const T* vr = kv_row(v_pool, table, k, sh.block_size, kv_dim) + kh * HD + lane * E;
     float kf[E], vf[E];
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      kf[e] = to_f32(kr[e]);
-      vf[e] = to_f32(vr[e]);
-    }
+    load_row<T, E>(kr, kf);
+    load_row<T, E>(vr, vf);
 #pragma unroll
     for (int g = 0; g < kPagedMaxGroup; ++g) {
       if (g >= G) break;
