@@ -467,8 +467,22 @@ def main():
         gc.disable_compile = True
         ctx["notes"].append("generation_config.disable_compile = True")
     if args.engine == "compile":
-        model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+        # The article's line. transformers 5 would also auto-compile the
+        # static-cache decode step on top of it (two nested cudagraph trees,
+        # which fail with "accessing tensor output of CUDAGraphs that has been
+        # overwritten"): switch that off so this is the article's code path,
+        # and mark each forward as a new cudagraph step, as torch asks.
+        compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+
+        def forward(*a, **kw):
+            torch.compiler.cudagraph_mark_step_begin()
+            return compiled(*a, **kw)
+
+        model.forward = forward
         gc.cache_implementation = "static"
+        gc.disable_compile = True
+        ctx["notes"].append("generation_config.disable_compile = True; "
+                            "torch.compiler.cudagraph_mark_step_begin() before each forward")
         dyn = torch._dynamo.config
         limit = getattr(dyn, "recompile_limit", getattr(dyn, "cache_size_limit", None))
         ctx["notes"].append(f"torch.compile(model.forward, mode='reduce-overhead', fullgraph=True), "
