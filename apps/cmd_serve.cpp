@@ -12,6 +12,9 @@
 #include "apps/common.h"
 #include "core/check.h"
 #include "cpu/cpu_paged_backend.h"
+#if HAYATE_HAVE_CUDA
+#include "cuda/cuda_batch_backend.h"
+#endif
 #include "engine/engine.h"
 #include "server/server.h"
 
@@ -35,13 +38,20 @@ struct ServeArgs {
   double shutdown_grace_s = 30.0;
   int keep_alive_timeout_s = 5;
   int max_n = 16;
+  double gpu_memory_fraction = 0.9;
 };
 
 std::unique_ptr<BatchBackend> make_batch_backend(const std::string& backend, const Model& model,
                                                  const BatchBackendOptions& options) {
   if (backend == "cpu") return make_cpu_paged_backend(model, options);
-  fail(cat("serve: --backend ", backend,
-           " has no batched implementation in this build yet; use --backend cpu"));
+#if HAYATE_HAVE_CUDA
+  if (backend == "cuda") {
+    HAYATE_CHECK(cuda_available(), "--backend cuda: no CUDA GPU is visible");
+    return make_cuda_batch_backend(model, options);
+  }
+#endif
+  fail(cat("serve: backend '", backend,
+           "' is unknown or not in this build (cpu, or cuda when built with nvcc)"));
 }
 
 int run_serve(const ServeArgs& a) {
@@ -85,6 +95,7 @@ int run_serve(const ServeArgs& a) {
   bo.max_num_seqs = a.max_num_seqs;
   bo.max_num_batched_tokens = a.max_num_batched_tokens;
   bo.dtype = parse_dtype(a.model.dtype);
+  bo.gpu_memory_fraction = a.gpu_memory_fraction;
   std::unique_ptr<BatchBackend> backend = make_batch_backend(backend_name, model, bo);
   EngineOptions eo;
   eo.max_num_seqs = a.max_num_seqs;
@@ -139,6 +150,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--num-kv-blocks", args->num_kv_blocks,
                   "CPU: KV blocks in the pool (0: enough for 4 sequences of max_model_len)")
       ->capture_default_str();
+  cmd->add_option("--gpu-memory-fraction", args->gpu_memory_fraction,
+                  "GPU: share of device memory for weights, workspace and the KV pool")
+      ->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "tokens per KV block")->capture_default_str();
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "larger request bodies get 413")
       ->capture_default_str();
@@ -153,6 +167,7 @@ void add_serve_command(CLI::App& app) {
                   "seconds in-flight requests get to finish after SIGTERM before they are aborted")
       ->capture_default_str();
   cmd->callback([args] {
+    HAYATE_CHECK(args->shutdown_grace_s >= 0.0, "--shutdown-grace must be >= 0");
     int rc = run_serve(*args);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -379,7 +379,8 @@ json to_json(const ServeBenchResult& r) {
       {"schema", kServeSchemaName},
       {"schema_version", r.schema_version},
       {"mode", "serve"},
-      {"engine", "client"},
+      {"engine", null_if_empty(o.label)},  // the server measured, as the user named it
+      {"client", "hayate"},
       {"engine_version", null_if_empty(r.engine_version)},
       {"commit", null_if_empty(r.commit)},
       {"created_utc", null_if_empty(r.created_utc)},

@@ -30,6 +30,7 @@ struct ServeBenchOptions {
   std::string endpoint;              // http://HOST:PORT/v1 (https:// also works)
   std::string model;                 // empty: the first id of GET {endpoint}/models
   std::string api_key;               // sent as Authorization: Bearer KEY when set
+  std::string label;                 // what the endpoint runs (hayate, vllm, llama-server): the JSON's engine
   int num_prompts = 100;
   int input_len = 128;               // prompt tokens (ids) or words (words)
   int output_len = 128;              // max_tokens, with ignore_eos so every request makes them all
