@@ -406,6 +406,9 @@ def main():
     p.add_argument("--config", help="config.json of the dummy (hayate bench --print-config NAME)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--engine", choices=["eager", "compile"], required=True)
+    p.add_argument("--compile-via", choices=["article", "transformers"], default="article",
+                   help="article: model.forward = torch.compile(...); transformers: let "
+                        "generate() compile the static-cache decode step itself")
     p.add_argument("--trials", default="same", help="comma list of same, varied or prompt files")
     p.add_argument("--runs", type=int, default=0, help="default: 10 for same, one per prompt else")
     p.add_argument("--max-length", type=int, default=128)
@@ -466,7 +469,18 @@ def main():
     if args.no_auto_compile:
         gc.disable_compile = True
         ctx["notes"].append("generation_config.disable_compile = True")
-    if args.engine == "compile":
+    if args.engine == "compile" and args.compile_via == "transformers":
+        # transformers 5's own path for the same thing: a static cache makes
+        # generate() compile the decode step (fullgraph, reduce-overhead).
+        gc.cache_implementation = "static"
+        try:
+            from transformers import CompileConfig
+            gc.compile_config = CompileConfig(fullgraph=True, mode="reduce-overhead")
+        except ImportError:
+            pass
+        ctx["notes"].append("compiled by transformers' generate(): cache_implementation='static', "
+                            "CompileConfig(fullgraph=True, mode='reduce-overhead')")
+    elif args.engine == "compile":
         # The article's line. transformers 5 would also auto-compile the
         # static-cache decode step on top of it (two nested cudagraph trees,
         # which fail with "accessing tensor output of CUDAGraphs that has been
