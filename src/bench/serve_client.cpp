@@ -315,6 +315,7 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
         rec.error = cat("client: ", e.what());
       }
       rec.index = i;
+      rec.arrival_s = arrival_s[size_t(i)];
       std::lock_guard lock(mu);
       result.requests[size_t(i)] = std::move(rec);
       --in_flight;
@@ -367,6 +368,7 @@ json to_json(const ServeBenchResult& r) {
     requests.push_back({{"index", q.index},
                         {"prompt_tokens", q.prompt_tokens},
                         {"output_tokens", q.output_tokens},
+                        {"arrival_s", q.arrival_s},
                         {"send_s", q.send_s},
                         {"latency_s", q.ok() ? json(q.latency_s) : json(nullptr)},
                         {"ttft_s", q.ttft_s ? json(*q.ttft_s) : json(nullptr)},

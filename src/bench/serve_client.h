@@ -46,7 +46,8 @@ struct ServeRequestRecord {
   int index = 0;
   int prompt_tokens = 0;    // usage.prompt_tokens (0 when the server sent no usage)
   int output_tokens = 0;    // usage.completion_tokens, else the number of chunks
-  double send_s = 0.0;      // when it was sent, from the benchmark start
+  double arrival_s = 0.0;   // scheduled arrival (Poisson process), from the benchmark start
+  double send_s = 0.0;      // when it was sent (later when it waited for a concurrency slot)
   double latency_s = 0.0;   // E2E
   std::optional<double> ttft_s;
   std::optional<double> tpot_s;

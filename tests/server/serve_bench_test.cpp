@@ -112,8 +112,14 @@ TEST(ServeBench, PoissonArrivalsWordPromptsAndFailures) {
   o.seed = 7;
   bench::ServeBenchResult r = bench::run_serve_bench(o, nullptr);
   EXPECT_EQ(r.summary.completed, 4);
-  for (size_t i = 1; i < r.requests.size(); ++i)
-    EXPECT_GE(r.requests[i].send_s, r.requests[i - 1].send_s);
+  // Arrivals are a seeded Poisson process: increasing, sent no earlier than scheduled.
+  for (size_t i = 0; i < r.requests.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GT(r.requests[i].arrival_s, r.requests[i - 1].arrival_s);
+    }
+    EXPECT_GE(r.requests[i].send_s, r.requests[i].arrival_s);
+  }
+  EXPECT_EQ(r.requests[0].arrival_s, 0.0);
   // A request the server refuses is recorded as failed, not thrown.
   o.output_len = 100000;
   r = bench::run_serve_bench(o, nullptr);
