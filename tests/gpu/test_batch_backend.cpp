@@ -175,7 +175,7 @@ TEST_F(BatchBackendTest, StepsMatchCpuPagedAndSingleSequence) {
     }
   }
   EXPECT_GT(graph_steps, 5) << "decode graphs were not exercised";
-  EXPECT_GT(mixed_steps, 3) << "chunked prefill was not exercised";
+  EXPECT_GE(mixed_steps, 3) << "chunked prefill was not exercised";
 }
 
 // Contexts past one decode partition (512 keys with max_model_len 2048): the
@@ -341,7 +341,7 @@ TEST_F(BatchBackendTest, EngineBatchedEqualsSingleAcrossPreemption) {
   std::vector<std::vector<int32_t>> alone;
   for (const auto& p : prompts) alone.push_back(run_engine(*roomy, {p}, kTokens, 4, nullptr)[0]);
   // Together on 14 blocks of 16: four sequences need up to 24, so the engine preempts.
-  std::unique_ptr<BatchBackend> tiny = make_cuda_batch_backend(*model_, options(14, 4));
+  std::unique_ptr<BatchBackend> tiny = make_cuda_batch_backend(*model_, options(14, 4, 14 * 16));
   uint64_t preemptions = 0;
   auto together = run_engine(*tiny, prompts, kTokens, 4, &preemptions);
   EXPECT_GT(preemptions, 0u) << "the pool was meant to run out";
