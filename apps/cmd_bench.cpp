@@ -1,12 +1,19 @@
 // `hayate bench`: the article's experiment on one backend (see src/bench).
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <iostream>
 
 #include "apps/common.h"
 #include "bench/build_info.h"
 #include "bench/result.h"
 #include "bench/runner.h"
+#include "bench/serve_client.h"
 #include "bench/table.h"
+#include "bench/throughput.h"
 #include "bench/workload.h"
 #include "core/check.h"
 
@@ -28,9 +35,81 @@ struct BenchArgs {
   std::string commit;
   std::string print_config;
   bool no_ids = false;
+
+  std::string mode = "latency";  // latency (the article) | throughput | serve
+  // --mode throughput: the batching engine, offline.
+  std::string preset;
+  bench::ThroughputOptions throughput;
+  double gpu_memory_fraction = 0.9;
+  // --mode serve: a client against any OpenAI-compatible endpoint.
+  bench::ServeBenchOptions serve;
+  std::string request_rate = "inf";
 };
 
+// --mode throughput: many requests through the continuous-batching engine.
+void run_throughput_mode(const BenchArgs& a) {
+  bench::ThroughputOptions t = a.throughput;
+  if (!a.preset.empty()) bench::apply_throughput_preset(a.preset, t);
+  const std::string backend_name = resolve_backend(a.model);
+  const std::string spec = resolve_model(a.model, backend_name);
+  Model model = load_model(spec, a.model.seed, assets_dir());
+  std::unique_ptr<Tokenizer> tok;
+  if (!t.dataset.empty()) {
+    tok = std::make_unique<Tokenizer>(
+        Tokenizer::load(a.model.tokenizer.empty() ? model.tokenizer_dir : a.model.tokenizer));
+  }
+  BatchBackendOptions bo;
+  bo.max_model_len = a.model.max_context > 0 ? a.model.max_context
+                                             : t.input_len + t.output_len;
+  bo.max_num_seqs = t.max_num_seqs;
+  bo.max_num_batched_tokens = t.max_num_batched_tokens;
+  bo.gpu_memory_fraction = a.gpu_memory_fraction;
+  bo.dtype = parse_dtype(a.model.dtype);
+  std::unique_ptr<BatchBackend> backend = make_batch_backend(backend_name, model, bo);
+  bench::ThroughputResult r = bench::run_throughput(*backend, tok.get(), t, &std::cerr);
+  r.engine_version = bench::hayate_version();
+  r.commit = a.commit.empty() ? bench::build_commit() : a.commit;
+  r.system.device = backend_name;
+  r.system.host = bench::host_name();
+  r.model.spec = spec;
+  r.model.dtype = backend_name == "cpu" ? "float32" : std::string(dtype_name(bo.dtype));
+  r.model.seed = a.model.seed;
+  std::cout << bench::format_throughput(r) << std::flush;
+  if (!a.json.empty()) {
+    std::ofstream out(a.json);
+    HAYATE_CHECK(out.good(), a.json, ": cannot write");
+    out << bench::to_json(r).dump(2) << "\n";
+    std::cerr << "hayate bench: wrote " << a.json << "\n";
+  }
+}
+
+// --mode serve: the serving benchmark client (vllm bench serve's figures).
+void run_serve_mode(const BenchArgs& a) {
+  bench::ServeBenchOptions o = a.serve;
+  HAYATE_CHECK(!o.endpoint.empty(), "--mode serve needs --endpoint http://HOST:PORT/v1");
+  if (a.request_rate == "inf") {
+    o.request_rate = std::numeric_limits<double>::infinity();
+  } else {
+    char* end = nullptr;
+    o.request_rate = std::strtod(a.request_rate.c_str(), &end);
+    HAYATE_CHECK(end && *end == '\0' && o.request_rate > 0 && std::isfinite(o.request_rate),
+                 "--request-rate: expected a positive number or inf, got '", a.request_rate, "'");
+  }
+  bench::ServeBenchResult r = bench::run_serve_bench(o, &std::cerr);
+  r.engine_version = bench::hayate_version();
+  r.commit = a.commit.empty() ? bench::build_commit() : a.commit;
+  std::cout << bench::format_serve(r) << std::flush;
+  if (!a.json.empty()) {
+    std::ofstream out(a.json);
+    HAYATE_CHECK(out.good(), a.json, ": cannot write");
+    out << bench::to_json(r).dump(2) << "\n";
+    std::cerr << "hayate bench: wrote " << a.json << "\n";
+  }
+}
+
 void run_bench_command(const BenchArgs& a) {
+  if (a.mode == "throughput") return run_throughput_mode(a);
+  if (a.mode == "serve") return run_serve_mode(a);
   if (!a.print_config.empty()) {
     std::string name = a.print_config;
     if (name.rfind("dummy:", 0) == 0) name = name.substr(6);
@@ -148,7 +227,37 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--no-ids", a->no_ids, "leave generated ids out of the JSON");
   cmd->add_option("--print-config", a->print_config,
                   "print a dummy architecture's config.json (e.g. llama-3.1-8b) and exit");
-  cmd->callback([a] { run_bench_command(*a); });
+  cmd->add_option("--mode", a->mode,
+                  "latency (the article's experiment), throughput (the batching engine, "
+                  "offline) or serve (a client against an OpenAI-compatible endpoint)")
+      ->check(CLI::IsMember({"latency", "throughput", "serve"}))
+      ->capture_default_str();
+  auto& t = a->throughput;
+  cmd->add_option("--preset", a->preset,
+                  "throughput workload preset: llmib-{128,1024}-b{1,16,32,64}, max-load-128");
+  cmd->add_option("--num-prompts", t.num_prompts, "throughput/serve: requests");
+  cmd->add_option("--input-len", t.input_len, "throughput/serve: prompt tokens");
+  cmd->add_option("--output-len", t.output_len, "throughput/serve: new tokens per request");
+  cmd->add_option("--concurrency", t.concurrency, "throughput: most requests in flight (0: all)");
+  cmd->add_option("--dataset", t.dataset, "throughput: prompt file instead of random ids");
+  cmd->add_option("--max-num-seqs", t.max_num_seqs, "throughput: sequences per engine step");
+  cmd->add_option("--max-num-batched-tokens", t.max_num_batched_tokens,
+                  "throughput: tokens per engine step");
+  cmd->add_option("--gpu-memory-fraction", a->gpu_memory_fraction,
+                  "throughput on cuda: share of GPU memory for weights + KV pool");
+  cmd->add_option("--endpoint", a->serve.endpoint, "serve: http://HOST:PORT/v1");
+  cmd->add_option("--request-rate", a->request_rate, "serve: requests/s (Poisson) or inf");
+  cmd->add_option("--max-concurrency", a->serve.max_concurrency, "serve: most requests in flight");
+  cmd->add_option("--api-key", a->serve.api_key, "serve: bearer token");
+  cmd->add_option("--label", a->serve.label, "serve: what the endpoint runs (hayate, vllm, ...)");
+  cmd->add_option("--served-model", a->serve.model, "serve: model name (default: the first)");
+  cmd->callback([a] {
+    // --num-prompts/--input-len/--output-len serve both offline modes.
+    a->serve.num_prompts = a->throughput.num_prompts;
+    a->serve.input_len = a->throughput.input_len;
+    a->serve.output_len = a->throughput.output_len;
+    run_bench_command(*a);
+  });
 }
 
 }  // namespace hayate

@@ -11,10 +11,6 @@
 
 #include "apps/common.h"
 #include "core/check.h"
-#include "cpu/cpu_paged_backend.h"
-#if HAYATE_HAVE_CUDA
-#include "cuda/cuda_batch_backend.h"
-#endif
 #include "engine/engine.h"
 #include "server/server.h"
 
@@ -40,19 +36,6 @@ struct ServeArgs {
   int max_n = 16;
   double gpu_memory_fraction = 0.9;
 };
-
-std::unique_ptr<BatchBackend> make_batch_backend(const std::string& backend, const Model& model,
-                                                 const BatchBackendOptions& options) {
-  if (backend == "cpu") return make_cpu_paged_backend(model, options);
-#if HAYATE_HAVE_CUDA
-  if (backend == "cuda") {
-    HAYATE_CHECK(cuda_available(), "--backend cuda: no CUDA GPU is visible");
-    return make_cuda_batch_backend(model, options);
-  }
-#endif
-  fail(cat("serve: backend '", backend,
-           "' is unknown or not in this build (cpu, or cuda when built with nvcc)"));
-}
 
 int run_serve(const ServeArgs& a) {
   // Signals go to sigwait below, not to whichever thread happens to run:

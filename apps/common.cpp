@@ -4,8 +4,10 @@
 
 #include "core/check.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/cpu_paged_backend.h"
 #if HAYATE_HAVE_CUDA
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_batch_backend.h"
 #endif
 
 namespace hayate {
@@ -25,6 +27,20 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const Model& mode
 #if HAYATE_HAVE_CUDA
     HAYATE_CHECK(cuda_device_count() > 0, "--backend cuda: no CUDA GPU is visible");
     return make_cuda_backend(model, options);
+#else
+    fail("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
+#endif
+  }
+  fail(cat("unknown backend '", name, "' (expected cpu or cuda)"));
+}
+
+std::unique_ptr<BatchBackend> make_batch_backend(const std::string& name, const Model& model,
+                                                 const BatchBackendOptions& options) {
+  if (name == "cpu") return make_cpu_paged_backend(model, options);
+  if (name == "cuda") {
+#if HAYATE_HAVE_CUDA
+    HAYATE_CHECK(cuda_device_count() > 0, "--backend cuda: no CUDA GPU is visible");
+    return make_cuda_batch_backend(model, options);
 #else
     fail("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
 #endif

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/batch_backend.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +38,10 @@ struct Loaded {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Backend> backend;
 };
+// The batched (paged-KV) backend the engine runs on: cpu or cuda.
+std::unique_ptr<BatchBackend> make_batch_backend(const std::string& backend, const Model& model,
+                                                 const BatchBackendOptions& options);
+
 Loaded load(const ModelArgs& args);                  // model, tokenizer and backend
 std::unique_ptr<Tokenizer> load_tokenizer_only(const ModelArgs& args);
 

@@ -148,6 +148,30 @@ TEST_F(BenchCli, ReportComparesAgainstABaseline) {
   }
 }
 
+TEST_F(BenchCli, ThroughputModeRunsTheBatchingEngine) {
+  Outcome o = hayate("bench --mode throughput --model dummy:tiny --backend cpu --num-prompts 6 "
+                     "--input-len 12 --output-len 5 --concurrency 3 --json " + path("tp.json"));
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("6 ok, 0 failed"), std::string::npos) << o.out;
+  json j = json::parse(slurp(path("tp.json")));
+  EXPECT_EQ(j["mode"], "throughput");
+  EXPECT_EQ(j["model"]["spec"], "dummy:tiny");
+  EXPECT_EQ(j["workload"]["concurrency"], 3);
+  ASSERT_EQ(j["requests"].size(), 6u);
+  for (const auto& q : j["requests"]) {
+    EXPECT_EQ(q["prompt_tokens"], 12);
+    EXPECT_EQ(q["output_tokens"], 5);  // EOS ignored: every request makes them all
+    EXPECT_EQ(q["error"], nullptr);
+  }
+  EXPECT_FALSE(j["commit"].get<std::string>().empty());
+  Outcome bad = hayate("bench --mode throughput --model dummy:tiny --backend cpu --preset nope");
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.err.find("hayate: error:"), std::string::npos) << bad.err;
+  Outcome no_endpoint = hayate("bench --mode serve");
+  EXPECT_EQ(no_endpoint.rc, 1);
+  EXPECT_NE(no_endpoint.err.find("--endpoint"), std::string::npos) << no_endpoint.err;
+}
+
 TEST_F(BenchCli, PrintConfigIsTheDummyConfig) {
   Outcome o = hayate("bench --print-config dummy:llama-3.1-8b");
   ASSERT_EQ(o.rc, 0) << o.err;
