@@ -187,6 +187,10 @@ void run_bench_command(const BenchArgs& a) {
   r.summary = bench::summarize(r);
 
   bench::print_bench(std::cout, r);
+  // What the model wrote (random weights make random text; EOS is ignored).
+  if (!r.runs.empty() && !r.runs.front().output_ids.empty()) {
+    std::cout << "text of run 1: " << tok->decode(r.runs.front().output_ids, true) << "\n";
+  }
   std::cout << std::flush;
   if (!a.json.empty()) {
     bench::write_result_file(r, a.json);

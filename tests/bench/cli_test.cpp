@@ -62,6 +62,7 @@ TEST_F(BenchCli, TinyOnCpuWritesTheSchema) {
   EXPECT_NE(o.out.find("mean of runs 3..3"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("decode:"), std::string::npos);
   EXPECT_NE(o.out.find("start to first token:"), std::string::npos);
+  EXPECT_NE(o.out.find("text of run 1: "), std::string::npos) << o.out;
 
   json j = json::parse(slurp(path("same.json")));
   EXPECT_EQ(j["schema"], "hayate-bench");
