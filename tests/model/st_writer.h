@@ -49,6 +49,21 @@ inline StTensor make_tensor(std::string name, DType t, std::vector<int64_t> shap
   return s;
 }
 
+// Raw file from a header text and data bytes; `declared` overrides the
+// length field (hostile files).
+inline std::vector<uint8_t> raw_safetensors(const std::string& header,
+                                            const std::vector<uint8_t>& data = {},
+                                            uint64_t declared = UINT64_MAX) {
+  const uint64_t n = declared == UINT64_MAX ? header.size() : declared;
+  // Sized once and filled with memcpy: growing an 8-byte vector by insert
+  // trips a GCC 12 -Warray-bounds false positive at -O3.
+  std::vector<uint8_t> out(8 + header.size() + data.size());
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(n >> (8 * i));
+  if (!header.empty()) std::memcpy(out.data() + 8, header.data(), header.size());
+  if (!data.empty()) std::memcpy(out.data() + 8 + header.size(), data.data(), data.size());
+  return out;
+}
+
 // A complete file: 8-byte length, header (padded with spaces to a multiple of
 // 8 bytes, as the reference writer does), then the tensors' data back to back.
 inline std::vector<uint8_t> safetensors_bytes(const std::vector<StTensor>& tensors,
@@ -63,24 +78,9 @@ inline std::vector<uint8_t> safetensors_bytes(const std::vector<StTensor>& tenso
   }
   std::string text = h.dump();
   while (text.size() % 8) text += ' ';
-  std::vector<uint8_t> out(8);
-  for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  out.insert(out.end(), text.begin(), text.end());
-  for (const StTensor& t : tensors) out.insert(out.end(), t.data.begin(), t.data.end());
-  return out;
-}
-
-// Raw file from a header text and data bytes; `declared` overrides the
-// length field (hostile files).
-inline std::vector<uint8_t> raw_safetensors(const std::string& header,
-                                            const std::vector<uint8_t>& data = {},
-                                            uint64_t declared = UINT64_MAX) {
-  const uint64_t n = declared == UINT64_MAX ? header.size() : declared;
-  std::vector<uint8_t> out(8);
-  for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(n >> (8 * i));
-  out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), data.begin(), data.end());
-  return out;
+  std::vector<uint8_t> data;
+  for (const StTensor& t : tensors) data.insert(data.end(), t.data.begin(), t.data.end());
+  return raw_safetensors(text, data);
 }
 
 inline void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
