@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-fuzz_seconds=${HAYATE_FUZZ_SECONDS:-30}
+fuzz_seconds=${HAYATE_FUZZ_SECONDS:-15}
 
 [ -f assets/llama3_1/tokenizer.json ] || scripts/setup.sh
 
