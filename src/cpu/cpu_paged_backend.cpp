@@ -151,9 +151,12 @@ class CpuPagedBackend final : public BatchBackend {
     std::vector<size_t> which;
     for (size_t i = 0; i < batch.seqs.size(); ++i)
       if (batch.seqs[i].sample) which.push_back(i);
+    last_logits_.clear();
     if (which.empty()) return;
     const int m = int(which.size());
-    std::vector<float> last(size_t(m) * H), logits(size_t(m) * V);
+    std::vector<float> last(size_t(m) * H);
+    std::vector<float>& logits = last_logits_;
+    logits.assign(size_t(m) * V, 0.0f);
     for (int j = 0; j < m; ++j) {
       const size_t i = which[size_t(j)];
       const size_t row = size_t(offsets[i]) + batch.seqs[i].tokens.size() - 1;
@@ -169,7 +172,18 @@ class CpuPagedBackend final : public BatchBackend {
     }
   }
 
+  void last_logits_row(int j, std::span<float> out) override {
+    const size_t V = size_t(c_.vocab_size);
+    HAYATE_CHECK(j >= 0 && size_t(j) < last_logits_.size() / V, "last_logits_row: ", j,
+                 " is not a sampling sequence of the last step (", last_logits_.size() / V, ")");
+    HAYATE_CHECK(out.size() == V, "last_logits_row: out has ", out.size(), " entries, vocab is ",
+                 V);
+    std::copy_n(last_logits_.data() + size_t(j) * V, V, out.data());
+  }
+
  private:
+  std::vector<float> last_logits_;  // [sampling seqs of the last step, V]
+
   // Start of the K or V row of position `p` of sequence `s` in layer `l`.
   float* slot(std::vector<float>& pool, int l, const BatchSeq& s, int p) {
     const int32_t block = s.block_table[size_t(p / block_size_)];

@@ -126,6 +126,15 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int block_size() const override { return block_size_; }
   int max_model_len() const override { return max_model_len_; }
 
+  void last_logits_row(int j, std::span<float> out) override {
+    HAYATE_CHECK(j >= 0 && size_t(j) < last_slot_.size(), "last_logits_row: ", j,
+                 " is not a sampling sequence of the last step (", last_slot_.size(), ")");
+    HAYATE_CHECK(out.size() == size_t(c_.vocab_size), "last_logits_row: out has ", out.size(),
+                 " entries, vocab is ", c_.vocab_size);
+    HAYATE_CUDA_CHECK(cudaMemcpy(out.data(), logits_ + size_t(last_slot_[size_t(j)]) * out.size(),
+                                 out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+
   std::vector<float> last_logits() override {
     const size_t V = size_t(c_.vocab_size);
     std::vector<float> out(last_slot_.size() * V);

@@ -70,6 +70,11 @@ class BatchBackend {
   // max_model_len); after a throw the blocks of this batch's sequences may
   // hold garbage, which the engine handles by failing those sequences.
   virtual void step(const Batch& batch, std::span<int32_t> sampled) = 0;
+
+  // The fp32 logits [vocab] of the j-th sampling sequence (in batch order) of
+  // the last step(), for sampling that runs on the host (penalties, logprobs).
+  // Throws Error when j is not in [0, sampling sequences of the last step).
+  virtual void last_logits_row(int j, std::span<float> out) = 0;
 };
 
 }  // namespace hayate

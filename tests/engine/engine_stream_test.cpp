@@ -150,6 +150,7 @@ class FlakyBackend final : public BatchBackend {
     }
     inner_.step(batch, sampled);
   }
+  void last_logits_row(int j, std::span<float> out) override { inner_.last_logits_row(j, out); }
   bool fail_next = false;
 
  private:
