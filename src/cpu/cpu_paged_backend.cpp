@@ -9,37 +9,16 @@
 #include <vector>
 
 #include "core/check.h"
+#include "cpu/cpu_weights.h"
 #include "cpu/ops.h"
 #include "model/model.h"
 
 namespace hayate {
 namespace {
 
-struct Layer {
-  std::vector<float> attn_norm;  // [hidden]
-  std::vector<float> wqkv;       // [q_dim + 2 kv_dim, hidden]
-  std::vector<float> wo;         // [hidden, q_dim]
-  std::vector<float> ffn_norm;   // [hidden]
-  std::vector<float> w_gate_up;  // [2 * intermediate, hidden]
-  std::vector<float> w_down;     // [hidden, intermediate]
-};
-
-std::vector<float> load_f32(const Model& m, const std::string& name, int64_t expected) {
-  const WeightSource& w = m.weight(name);
-  HAYATE_CHECK(w.numel() == expected, "weight ", name, " has ", w.numel(), " elements, expected ",
-               expected);
-  std::vector<float> out(static_cast<size_t>(expected));
-  weight_to_f32(m, w, out);
-  return out;
-}
-
 class CpuPagedBackend final : public BatchBackend {
  public:
   CpuPagedBackend(const Model& model, const BatchBackendOptions& o) : c_(model.config) {
-    HAYATE_CHECK(c_.num_kv_heads > 0 && c_.num_heads % c_.num_kv_heads == 0, "num_attention_heads ",
-                 c_.num_heads, " is not a multiple of num_key_value_heads ", c_.num_kv_heads);
-    HAYATE_CHECK(c_.head_dim > 0 && c_.head_dim % 2 == 0, "head_dim ", c_.head_dim,
-                 " must be positive and even");
     HAYATE_CHECK(o.block_size >= 1, "--block-size must be >= 1, got ", o.block_size);
     HAYATE_CHECK(o.num_blocks >= 0, "--num-kv-blocks must be >= 0, got ", o.num_blocks);
     HAYATE_CHECK(o.max_model_len >= 0, "--max-model-len must be >= 0, got ", o.max_model_len);
@@ -51,24 +30,7 @@ class CpuPagedBackend final : public BatchBackend {
     num_blocks_ =
         o.num_blocks > 0 ? o.num_blocks : 4 * ((max_model_len_ + block_size_ - 1) / block_size_);
 
-    const int64_t H = c_.hidden_size, V = c_.vocab_size, I = c_.intermediate_size;
-    embed_ = load_f32(model, "embed", V * H);
-    final_norm_ = load_f32(model, "final_norm", H);
-    if (!c_.tie_word_embeddings) lm_head_ = load_f32(model, "lm_head", V * H);
-    layers_.resize(size_t(c_.num_layers));
-    for (int l = 0; l < c_.num_layers; ++l) {
-      const std::string p = cat("layers.", l, ".");
-      Layer& L = layers_[size_t(l)];
-      L.attn_norm = load_f32(model, p + "attn_norm", H);
-      L.wqkv = load_f32(model, p + "wqkv", int64_t(c_.qkv_dim()) * H);
-      L.wo = load_f32(model, p + "wo", H * c_.q_dim());
-      L.ffn_norm = load_f32(model, p + "ffn_norm", H);
-      L.w_gate_up = load_f32(model, p + "w_gate_up", 2 * I * H);
-      L.w_down = load_f32(model, p + "w_down", H * I);
-    }
-    inv_freq_ = rope_inv_freq(c_);
-    HAYATE_CHECK(int(inv_freq_.size()) == c_.head_dim / 2, "rope table has ", inv_freq_.size(),
-                 " entries, expected ", c_.head_dim / 2);
+    w_ = load_cpu_weights(model);
     const size_t pool =
         size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) * size_t(c_.kv_dim());
     k_pool_.assign(pool, 0.0f);
@@ -101,9 +63,9 @@ class CpuPagedBackend final : public BatchBackend {
     std::vector<float> gu(size_t(N) * 2 * I), act(size_t(N) * I);
     std::vector<float> k_new, kc, vc;  // per sequence: roped new keys; gathered K/V [len, kv_dim]
 
-    cpu::embedding(ids, embed_.data(), V, H, x.data());  // x: [N, H]
+    cpu::embedding(ids, w_.embed.data(), V, H, x.data());  // x: [N, H]
     for (int l = 0; l < c_.num_layers; ++l) {
-      const Layer& L = layers_[size_t(l)];
+      const CpuLayer& L = w_.layers[size_t(l)];
       cpu::rmsnorm(x.data(), L.attn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
       cpu::matmul(L.wqkv.data(), h.data(), qkv.data(), N, qkv_dim, H);  // [N, q|k|v]
       for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -117,8 +79,8 @@ class CpuPagedBackend final : public BatchBackend {
           std::copy(row, row + q_dim, q.data() + (r0 + size_t(t)) * q_dim);
           std::copy(row + q_dim, row + q_dim + kv_dim, k_new.data() + size_t(t) * kv_dim);
         }
-        cpu::rope(q.data() + r0 * q_dim, n, c_.num_heads, c_.head_dim, pos, inv_freq_.data());
-        cpu::rope(k_new.data(), n, c_.num_kv_heads, c_.head_dim, pos, inv_freq_.data());
+        cpu::rope(q.data() + r0 * q_dim, n, c_.num_heads, c_.head_dim, pos, w_.inv_freq.data());
+        cpu::rope(k_new.data(), n, c_.num_kv_heads, c_.head_dim, pos, w_.inv_freq.data());
         for (int t = 0; t < n; ++t) {
           const float* v_row = qkv.data() + (r0 + size_t(t)) * qkv_dim + q_dim + kv_dim;
           std::copy_n(k_new.data() + size_t(t) * kv_dim, kv_dim, slot(k_pool_, l, s, pos + t));
@@ -162,8 +124,8 @@ class CpuPagedBackend final : public BatchBackend {
       const size_t row = size_t(offsets[i]) + batch.seqs[i].tokens.size() - 1;
       std::copy_n(x.data() + row * H, H, last.data() + size_t(j) * H);
     }
-    cpu::rmsnorm(last.data(), final_norm_.data(), last.data(), m, H, c_.rms_norm_eps);
-    cpu::matmul(lm_weights().data(), last.data(), logits.data(), m, V, H);
+    cpu::rmsnorm(last.data(), w_.final_norm.data(), last.data(), m, H, c_.rms_norm_eps);
+    cpu::matmul(w_.lm(c_).data(), last.data(), logits.data(), m, V, H);
     for (int j = 0; j < m; ++j) {
       const BatchSeq& s = batch.seqs[which[size_t(j)]];
       sampled[which[size_t(j)]] =
@@ -216,21 +178,13 @@ class CpuPagedBackend final : public BatchBackend {
                  " but the sequences hold ", total);
   }
 
-  const std::vector<float>& lm_weights() const {
-    return c_.tie_word_embeddings ? embed_ : lm_head_;
-  }
-
   ModelConfig c_;
   int max_model_len_ = 0;
   int block_size_ = 0;
   int num_blocks_ = 0;
-  std::vector<float> embed_;       // [vocab, hidden]
-  std::vector<float> final_norm_;  // [hidden]
-  std::vector<float> lm_head_;     // [vocab, hidden]; empty when tied
-  std::vector<Layer> layers_;
-  std::vector<float> inv_freq_;  // [head_dim / 2]
-  std::vector<float> k_pool_;    // [layers, num_blocks, block_size, kv_dim], roped keys
-  std::vector<float> v_pool_;    // [layers, num_blocks, block_size, kv_dim]
+  CpuWeights w_;
+  std::vector<float> k_pool_;  // [layers, num_blocks, block_size, kv_dim], roped keys
+  std::vector<float> v_pool_;  // [layers, num_blocks, block_size, kv_dim]
 };
 
 }  // namespace

@@ -1,0 +1,56 @@
+#include "cpu/cpu_weights.h"
+
+#include "core/check.h"
+#include "model/model.h"
+
+namespace hayate {
+namespace {
+
+std::vector<float> load_f32(const Model& m, const std::string& name, int64_t expected) {
+  const WeightSource& w = m.weight(name);
+  HAYATE_CHECK(w.numel() == expected, "weight ", name, " has ", w.numel(), " elements, expected ",
+               expected);
+  std::vector<float> out(static_cast<size_t>(expected));
+  weight_to_f32(m, w, out);
+  return out;
+}
+
+}  // namespace
+
+double CpuWeights::floats_per_token(const ModelConfig& c) const {
+  double floats = double(final_norm.size()) + double(lm(c).size());
+  for (const CpuLayer& L : layers)
+    floats += double(L.attn_norm.size() + L.wqkv.size() + L.wo.size() + L.ffn_norm.size() +
+                     L.w_gate_up.size() + L.w_down.size());
+  return floats;
+}
+
+CpuWeights load_cpu_weights(const Model& model) {
+  const ModelConfig& c = model.config;
+  HAYATE_CHECK(c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0, "num_attention_heads ",
+               c.num_heads, " is not a multiple of num_key_value_heads ", c.num_kv_heads);
+  HAYATE_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "head_dim ", c.head_dim,
+               " must be positive and even");
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  CpuWeights w;
+  w.embed = load_f32(model, "embed", V * H);
+  w.final_norm = load_f32(model, "final_norm", H);
+  if (!c.tie_word_embeddings) w.lm_head = load_f32(model, "lm_head", V * H);
+  w.layers.resize(size_t(c.num_layers));
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = cat("layers.", l, ".");
+    CpuLayer& L = w.layers[size_t(l)];
+    L.attn_norm = load_f32(model, p + "attn_norm", H);
+    L.wqkv = load_f32(model, p + "wqkv", int64_t(c.qkv_dim()) * H);
+    L.wo = load_f32(model, p + "wo", H * c.q_dim());
+    L.ffn_norm = load_f32(model, p + "ffn_norm", H);
+    L.w_gate_up = load_f32(model, p + "w_gate_up", 2 * I * H);
+    L.w_down = load_f32(model, p + "w_down", H * I);
+  }
+  w.inv_freq = rope_inv_freq(c);
+  HAYATE_CHECK(int(w.inv_freq.size()) == c.head_dim / 2, "rope table has ", w.inv_freq.size(),
+               " entries, expected ", c.head_dim / 2);
+  return w;
+}
+
+}  // namespace hayate
