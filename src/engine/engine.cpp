@@ -34,6 +34,9 @@ struct Active {
   EventCallback on_event;
   std::optional<StreamDecoder> decoder;  // with a tokenizer only
   std::optional<StopMatcher> stop;       // with a tokenizer only
+  // The host sampler's logprobs of the id being reported, attached to the
+  // event that carries it (requests with SamplingParams::logprobs >= 0).
+  std::optional<SampleResult> logprob;
 };
 
 bool contains(const std::vector<int32_t>& v, int32_t id) {
@@ -65,6 +68,10 @@ struct Engine::Impl {
   std::unordered_map<RequestId, std::unique_ptr<Active>> active;
   std::vector<std::pair<EventCallback*, EngineEvent>> pending_events;
   std::vector<std::unique_ptr<Active>> retired;  // finished this step; freed after callbacks
+  // Host sampling scratch (requests with needs_host()): the logits row [vocab],
+  // its penalised copy, and the seen-id marks of apply_penalties.
+  std::vector<float> row, work;
+  std::vector<uint8_t> seen;
 
   // Stats snapshot, refreshed at the end of each step.
   mutable std::mutex stats_mu;
@@ -107,6 +114,10 @@ struct Engine::Impl {
     e.error = std::move(error);
     e.prompt_tokens = a.seq.num_prompt_tokens;
     e.completion_tokens = a.seq.num_generated();
+    if (a.logprob && !e.token_ids.empty()) {
+      e.logprobs.push_back(std::move(*a.logprob));
+      a.logprob.reset();
+    }
     pending_events.emplace_back(a.on_event ? &a.on_event : nullptr, std::move(e));
   }
 
@@ -236,11 +247,14 @@ struct Engine::Impl {
       stats.computed_tokens_total += uint64_t(out.num_tokens);
       stats.generation_tokens_total += generated;
     }
+    int j = -1;  // index among the sampling sequences (last_logits_row's order)
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       if (!out.seqs[i].sample) continue;
+      ++j;
       RequestId id = out.seqs[i].seq->id;
       Active& a = *active.at(id);
       try {
+        if (a.seq.sampling.needs_host()) sample_on_host(a, j, batch.seqs[i].sample_step, sampled[i]);
         HAYATE_CHECK(sampled[i] >= 0 && sampled[i] < backend.config().vocab_size,
                      "backend sampled id ", sampled[i], " outside the vocabulary");
         on_sampled(a, sampled[i]);
@@ -248,6 +262,18 @@ struct Engine::Impl {
         finalize(id, FinishReason::kAbort, {}, {}, cat("engine: ", e.what()));
       }
     }
+  }
+
+  // Penalties and logprobs: the backend's pick for this sequence is replaced
+  // by the host sampler's, run over the step's fp32 logits row [vocab].
+  void sample_on_host(Active& a, int j, uint64_t step, int32_t& id) {
+    const SamplingParams& p = a.seq.sampling;
+    row.resize(size_t(backend.config().vocab_size));
+    backend.last_logits_row(j, row);
+    SampleResult r =
+        sample_with_logprobs(row, p, step, a.seq.prompt(), a.seq.generated(), work, seen);
+    id = r.id;
+    if (p.logprobs >= 0) a.logprob = std::move(r);
   }
 
   void dispatch_events() {

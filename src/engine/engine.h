@@ -51,6 +51,9 @@ struct EngineEvent {
   std::string error;                            // set when the request failed (finish == kAbort)
   int prompt_tokens = 0;                        // usage: prompt length
   int completion_tokens = 0;                    // usage: ids generated so far
+  // One entry per token_ids entry (same order) when the request asked for
+  // logprobs (SamplingParams::logprobs >= 0); empty otherwise.
+  std::vector<SampleResult> logprobs;
 };
 
 using EventCallback = std::function<void(const EngineEvent&)>;

@@ -20,6 +20,13 @@ void SamplingParams::validate() const {
   HAYATE_CHECK(top_k >= 0, "top_k must be >= 0 (0 = off), got ", top_k);
   HAYATE_CHECK(std::isfinite(min_p) && min_p >= 0.0f && min_p <= 1.0f,
                "min_p must be in [0, 1], got ", min_p);
+  HAYATE_CHECK(std::isfinite(presence_penalty) && std::fabs(presence_penalty) <= 2.0f,
+               "presence_penalty must be in [-2, 2], got ", presence_penalty);
+  HAYATE_CHECK(std::isfinite(frequency_penalty) && std::fabs(frequency_penalty) <= 2.0f,
+               "frequency_penalty must be in [-2, 2], got ", frequency_penalty);
+  HAYATE_CHECK(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f,
+               "repetition_penalty must be > 0, got ", repetition_penalty);
+  HAYATE_CHECK(logprobs >= -1, "logprobs must be >= -1 (-1 = none), got ", logprobs);
 }
 
 namespace {
@@ -97,6 +104,95 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uin
     if (target < acc) return c[i].id;
   }
   return c[keep - 1].id;  // rounding left target at the very end
+}
+
+}  // namespace hayate
+
+namespace hayate {
+
+namespace {
+
+void check_ids(std::span<const int32_t> ids, size_t V) {
+  for (int32_t t : ids)
+    HAYATE_CHECK(t >= 0 && size_t(t) < V, "penalties: token id ", t, " outside the vocabulary [0, ",
+                 V, ")");
+}
+
+// seen bits: 1 = repetition penalty applied, 2 = presence penalty applied.
+constexpr uint8_t kRepeated = 1, kPresent = 2;
+
+}  // namespace
+
+void apply_penalties(std::span<float> logits, const SamplingParams& p,
+                     std::span<const int32_t> prompt, std::span<const int32_t> generated,
+                     std::vector<uint8_t>& seen) {
+  const size_t V = logits.size();
+  check_ids(prompt, V);
+  check_ids(generated, V);
+  if (seen.size() != V) seen.assign(V, 0);
+  if (p.repetition_penalty != 1.0f) {
+    // Once per distinct id of prompt + generated (HF gathers the scores of the
+    // ids, so a repeated id is penalised once).
+    for (std::span<const int32_t> ids : {prompt, generated})
+      for (int32_t t : ids) {
+        if (seen[size_t(t)] & kRepeated) continue;
+        seen[size_t(t)] |= kRepeated;
+        float& l = logits[size_t(t)];
+        l = l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty;
+      }
+  }
+  // frequency_penalty * count: subtracted once per occurrence.
+  if (p.frequency_penalty != 0.0f)
+    for (int32_t t : generated) logits[size_t(t)] -= p.frequency_penalty;
+  if (p.presence_penalty != 0.0f)
+    for (int32_t t : generated) {
+      if (seen[size_t(t)] & kPresent) continue;
+      seen[size_t(t)] |= kPresent;
+      logits[size_t(t)] -= p.presence_penalty;
+    }
+  // Back to all zeros, touching only what was set (seen is vocab-sized).
+  for (std::span<const int32_t> ids : {prompt, generated})
+    for (int32_t t : ids) seen[size_t(t)] = 0;
+}
+
+SampleResult sample_with_logprobs(std::span<const float> logits, const SamplingParams& p,
+                                  uint64_t step, std::span<const int32_t> prompt,
+                                  std::span<const int32_t> generated, std::vector<float>& work,
+                                  std::vector<uint8_t>& seen) {
+  HAYATE_CHECK(!logits.empty(), "sample_with_logprobs: empty logits");
+  SampleResult r;
+  std::span<const float> use = logits;
+  if (p.has_penalties()) {
+    work.assign(logits.begin(), logits.end());
+    apply_penalties(work, p, prompt, generated, seen);
+    use = work;
+  }
+  r.id = sample_token(use, p, step);
+  if (p.logprobs < 0) return r;
+
+  // log_softmax of the raw logits in double, max subtracted: lse = mx + log sum exp(l - mx).
+  const size_t V = logits.size();
+  double mx = logits[0];
+  for (float l : logits) mx = std::max(mx, double(l));
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(double(l) - mx);
+  const double lse = mx + std::log(sum);
+  r.logprob = float(double(logits[size_t(r.id)]) - lse);
+
+  // The N best in sample_token's total order, by insertion into a sorted
+  // list of at most N (N is small: the server allows 20).
+  const size_t N = std::min(size_t(p.logprobs), V);
+  std::vector<Cand> best;
+  best.reserve(N + 1);
+  for (size_t i = 0; i < V && N > 0; ++i) {
+    Cand c{logits[i], int32_t(i)};
+    if (best.size() == N && !before(c, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), c, before), c);
+    if (best.size() > N) best.pop_back();
+  }
+  r.top.reserve(N);
+  for (const Cand& c : best) r.top.push_back({c.id, float(double(c.logit) - lse)});
+  return r;
 }
 
 }  // namespace hayate

@@ -16,15 +16,65 @@ struct SamplingParams {
   int top_k = 0;             // 0 = off
   float min_p = 0.0f;        // [0, 1]
   uint64_t seed = 0;
+  // Penalties, applied to the logits before the filters above (vLLM's order:
+  // repetition, then frequency, then presence). OpenAI semantics for the
+  // last two, over the ids generated so far:
+  //   logit[t] -= frequency_penalty * count[t] + presence_penalty * (count[t] > 0).
+  // repetition_penalty as HF/vLLM, over every id seen (prompt + generated):
+  //   logit[t] = logit[t] > 0 ? logit[t] / r : logit[t] * r.
+  float presence_penalty = 0.0f;    // [-2, 2], 0 = off
+  float frequency_penalty = 0.0f;   // [-2, 2], 0 = off
+  float repetition_penalty = 1.0f;  // > 0, 1 = off
+  // Log-probabilities wanted with each sampled id: -1 = none, 0 = the chosen
+  // id's only, N = also the N most likely ids. They are those of the model's
+  // own distribution (log_softmax of the raw logits, before penalties and
+  // temperature: vLLM's default "raw_logprobs").
+  int logprobs = -1;
 
   // Throws Error naming the bad field (negative or non-finite temperature,
-  // top_p outside (0, 1], top_k < 0, min_p outside [0, 1]).
+  // top_p outside (0, 1], top_k < 0, min_p outside [0, 1], penalties out of
+  // their ranges, logprobs < -1).
   void validate() const;
   bool greedy() const { return temperature == 0.0f; }
+  bool has_penalties() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
+  }
+  // Sampling must run on the host (sample_with_logprobs over the logits row)
+  // instead of the backend's own sampler.
+  bool needs_host() const { return logprobs >= 0 || has_penalties(); }
+};
+
+// One (id, log-probability) pair.
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0.0f;
+};
+
+// What the host sampler reports with a chosen id.
+struct SampleResult {
+  int32_t id = 0;
+  float logprob = 0.0f;           // of id under the raw distribution (when logprobs >= 0)
+  std::vector<TokenLogprob> top;  // the min(logprobs, vocab) most likely ids, descending
 };
 
 // Picks the next token from `logits` (vocab values). `step` indexes the
 // random stream so that each generated position draws a fresh number.
 int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t step);
+
+// Applies the penalties of `p` to `logits` in place. `prompt` and `generated`
+// are the request's ids so far (each in [0, logits.size())). `seen` is
+// scratch: any size on entry, logits.size() zeros on return.
+void apply_penalties(std::span<float> logits, const SamplingParams& p,
+                     std::span<const int32_t> prompt, std::span<const int32_t> generated,
+                     std::vector<uint8_t>& seen);
+
+// The host path for requests that need it (p.needs_host()): penalties, then
+// sample_token's filters and draw (same random stream, so without penalties
+// it picks what sample_token picks), plus the log-probabilities of the raw
+// `logits`. `work` is scratch for the penalised copy.
+SampleResult sample_with_logprobs(std::span<const float> logits, const SamplingParams& p,
+                                  uint64_t step, std::span<const int32_t> prompt,
+                                  std::span<const int32_t> generated, std::vector<float>& work,
+                                  std::vector<uint8_t>& seen);
 
 }  // namespace hayate

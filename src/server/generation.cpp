@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/check.h"
+#include "server/logprobs.h"
 #include "server/server_impl.h"
 #include "tokenizer/tokenizer.h"
 
@@ -123,8 +124,10 @@ void OpenAIServer::Impl::on_event(const std::shared_ptr<Call>& call, int index,
     c.completion_tokens = e.completion_tokens;
     if (call->req.stream)
       call->pending.emplace_back(index, e);
-    else
+    else {
       c.text += e.text;
+      c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    }
     if (e.finished) {
       c.finished = true;
       c.finish = e.finish;
@@ -193,6 +196,11 @@ void OpenAIServer::Impl::respond_once(Call& call, httplib::Response& res) {
                    {"logprobs", nullptr},
                    {"finish_reason", finish_reason_name(c.finish)},
                    {"stop_reason", nullptr}};
+    if (g.sampling.logprobs >= 0) {
+      int64_t offset = 0;
+      choice["logprobs"] = chat ? chat_logprobs(*model.tokenizer, c.logprobs)
+                                : completion_logprobs(*model.tokenizer, c.logprobs, &offset);
+    }
     if (chat)
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     else
@@ -215,8 +223,13 @@ namespace {
 // ending; keeps what it needs across provider calls.
 struct StreamWriter {
   std::shared_ptr<Call> call;
+  const Tokenizer* tok = nullptr;
   bool started = false;
   int completion_total = 0;
+  // Per choice, with logprobs: entries not yet sent (chat holds them while
+  // the text is held back) and the completions text_offset so far.
+  std::vector<std::vector<SampleResult>> held;
+  std::vector<int64_t> offset;
 
   json chunk_base() const {
     const bool chat = call->req.endpoint == Endpoint::kChat;
@@ -228,8 +241,9 @@ struct StreamWriter {
     return j;
   }
 
-  json choice(int index, const std::string& text, const char* finish, bool role) const {
-    json c = {{"index", index}, {"logprobs", nullptr}};
+  json choice(int index, const std::string& text, const char* finish, bool role,
+               json logprobs = nullptr) const {
+    json c = {{"index", index}, {"logprobs", std::move(logprobs)}};
     c["finish_reason"] = finish ? json(finish) : json(nullptr);
     if (call->req.endpoint == Endpoint::kChat) {
       json delta = json::object();
@@ -272,12 +286,25 @@ struct StreamWriter {
     // back (a partial UTF-8 character, a possible stop string), as vLLM
     // does, so clients that time chunks see every token; chat skips empty deltas.
     const bool chat = call->req.endpoint == Endpoint::kChat;
+    const bool want_lp = call->req.sampling.logprobs >= 0;
+    if (want_lp) {
+      held.resize(size_t(call->req.n));
+      offset.resize(size_t(call->req.n));
+      auto& h = held[size_t(index)];
+      h.insert(h.end(), e.logprobs.begin(), e.logprobs.end());
+    }
     if (!e.finished && (chat ? e.text.empty() : e.token_ids.empty())) return out;
     std::string_view reason = finish_reason_name(e.finish);
     std::string reason_s(reason);
+    json lp = nullptr;
+    if (want_lp) {
+      auto& h = held[size_t(index)];
+      lp = chat ? chat_logprobs(*tok, h) : completion_logprobs(*tok, h, &offset[size_t(index)]);
+      h.clear();
+    }
     json j = chunk_base();
-    j["choices"] =
-        json::array({choice(index, e.text, e.finished ? reason_s.c_str() : nullptr, false)});
+    j["choices"] = json::array(
+        {choice(index, e.text, e.finished ? reason_s.c_str() : nullptr, false, std::move(lp))});
     if (call->req.continuous_usage)
       j["usage"] = usage_json(int(call->req.prompt_ids.size()), e.completion_tokens);
     out += sse(j);
@@ -303,6 +330,7 @@ void OpenAIServer::Impl::respond_stream(const std::shared_ptr<Call>& call,
                                         httplib::Response& res) {
   auto writer = std::make_shared<StreamWriter>();
   writer->call = call;
+  writer->tok = model.tokenizer;
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");

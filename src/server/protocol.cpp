@@ -116,42 +116,10 @@ std::vector<int32_t> chat_prompt(const json& body, const Tokenizer& tok) {
 
 // Fields we know but cannot honour yet: a clear 400 instead of a silent
 // difference from what the client asked for.
-void reject_unsupported(const json& body, Endpoint endpoint, const Limits& lim) {
+void reject_unsupported(const json& body) {
   auto unsupported = [](const char* name, const std::string& why) {
     return bad_request(cat("'", name, "' is not supported by this server", why), name);
   };
-  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
-    if (const json* v = field(body, name)) {
-      double d = get_number(*v, name);
-      if (d < -2.0 || d > 2.0) throw bad_request(cat("'", name, "' must be in [-2, 2]"), name);
-      if (d != 0.0) throw unsupported(name, " (only 0 is accepted)");
-    }
-  }
-  if (const json* v = field(body, "repetition_penalty")) {
-    double d = get_number(*v, "repetition_penalty");
-    if (d <= 0.0) throw bad_request("'repetition_penalty' must be > 0", "repetition_penalty");
-    if (d != 1.0) throw unsupported("repetition_penalty", " (only 1 is accepted)");
-  }
-  if (endpoint == Endpoint::kCompletions) {
-    if (const json* v = field(body, "logprobs")) {
-      int64_t k = get_int(*v, "logprobs");
-      if (k < 0 || k > lim.max_logprobs)
-        throw bad_request(cat("'logprobs' must be in [0, ", lim.max_logprobs, "]"), "logprobs");
-      throw unsupported("logprobs", " yet");
-    }
-  } else {
-    bool want = false;
-    if (const json* v = field(body, "logprobs")) want = get_bool(*v, "logprobs");
-    if (const json* v = field(body, "top_logprobs")) {
-      int64_t k = get_int(*v, "top_logprobs");
-      if (k < 0 || k > lim.max_logprobs)
-        throw bad_request(cat("'top_logprobs' must be in [0, ", lim.max_logprobs, "]"),
-                          "top_logprobs");
-      if (k > 0 && !want)
-        throw bad_request("'top_logprobs' requires 'logprobs': true", "top_logprobs");
-    }
-    if (want) throw unsupported("logprobs", " yet");
-  }
   if (const json* v = field(body, "best_of")) {
     if (get_int(*v, "best_of") != 1) throw unsupported("best_of", " (only 1 is accepted)");
   }
@@ -251,7 +219,7 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
                                "model_not_found");
     r.model = name;
   }
-  reject_unsupported(body, endpoint, lim);
+  reject_unsupported(body);
 
   // Scalars first, so a wrong type is reported before any tokenization work.
   SamplingParams& s = r.sampling;
@@ -278,6 +246,42 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
     double p = get_number(*v, "min_p");
     if (!(p >= 0.0 && p <= 1.0)) throw bad_request("'min_p' must be in [0, 1]", "min_p");
     s.min_p = float(p);
+  }
+  for (auto [name, dst] : {std::pair{"presence_penalty", &s.presence_penalty},
+                            std::pair{"frequency_penalty", &s.frequency_penalty}}) {
+    if (const json* v = field(body, name)) {
+      double d = get_number(*v, name);
+      if (d < -2.0 || d > 2.0) throw bad_request(cat("'", name, "' must be in [-2, 2]"), name);
+      *dst = float(d);
+    }
+  }
+  if (const json* v = field(body, "repetition_penalty")) {
+    double d = get_number(*v, "repetition_penalty");
+    if (d <= 0.0) throw bad_request("'repetition_penalty' must be > 0", "repetition_penalty");
+    s.repetition_penalty = float(d);
+  }
+  // Completions: logprobs is the number of top entries (0 = the chosen id's
+  // only). Chat: logprobs is a boolean and top_logprobs the number.
+  if (endpoint == Endpoint::kCompletions) {
+    if (const json* v = field(body, "logprobs")) {
+      int64_t k = get_int(*v, "logprobs");
+      if (k < 0 || k > lim.max_logprobs)
+        throw bad_request(cat("'logprobs' must be in [0, ", lim.max_logprobs, "]"), "logprobs");
+      s.logprobs = int(k);
+    }
+  } else {
+    bool want = false;
+    if (const json* v = field(body, "logprobs")) want = get_bool(*v, "logprobs");
+    int64_t k = 0;
+    if (const json* v = field(body, "top_logprobs")) {
+      k = get_int(*v, "top_logprobs");
+      if (k < 0 || k > lim.max_logprobs)
+        throw bad_request(cat("'top_logprobs' must be in [0, ", lim.max_logprobs, "]"),
+                          "top_logprobs");
+      if (k > 0 && !want)
+        throw bad_request("'top_logprobs' requires 'logprobs': true", "top_logprobs");
+    }
+    if (want) s.logprobs = int(k);
   }
   if (const json* v = field(body, "seed")) {
     s.seed = uint64_t(get_int(*v, "seed"));
@@ -312,6 +316,10 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
     r.echo = get_bool(*v, "echo");
     if (r.echo && endpoint == Endpoint::kChat)
       throw bad_request("'echo' is supported on /v1/completions only", "echo");
+    // The prompt's logprobs (which OpenAI returns with echo) would need the
+    // backend's logits at every prompt position; it keeps only the last.
+    if (r.echo && s.logprobs >= 0)
+      throw bad_request("'echo' with 'logprobs' is not supported by this server", "echo");
   }
   std::optional<int64_t> max_tokens;
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {

@@ -26,7 +26,7 @@ struct Limits {
   int max_n = 16;         // most choices per request
   int max_stop = 16;      // most stop strings (each at most max_stop_len bytes)
   int max_stop_len = 256;
-  int max_logprobs = 20;  // top_logprobs bound (logprobs themselves are unsupported)
+  int max_logprobs = 20;  // completions logprobs / chat top_logprobs bound (as vLLM)
 };
 
 // Sampling defaults from generation_config.json, as vLLM applies them: they

@@ -53,6 +53,7 @@ struct ChoiceState {
   bool submitted = false;
   bool finished = false;
   std::string text;  // accumulated (non-streaming only)
+  std::vector<SampleResult> logprobs;  // accumulated (non-streaming, logprobs wanted)
   FinishReason finish = FinishReason::kLength;
   std::string error;
   int completion_tokens = 0;

@@ -1,0 +1,72 @@
+#include "server/logprobs.h"
+
+#include <cmath>
+#include <string>
+
+namespace hayate::server {
+
+using nlohmann::json;
+
+namespace {
+
+double clamped(float lp) { return std::isnan(lp) ? -9999.0 : std::max(double(lp), -9999.0); }
+
+std::string token_text(const Tokenizer& tok, int32_t id) {
+  return tok.decode(std::span<const int32_t>(&id, 1));
+}
+
+json token_bytes(const Tokenizer& tok, int32_t id) {
+  std::string raw = tok.decode_bytes(std::span<const int32_t>(&id, 1));
+  json b = json::array();
+  for (char c : raw) b.push_back(int(uint8_t(c)));
+  return b;
+}
+
+json chat_entry(const Tokenizer& tok, int32_t id, float lp) {
+  return {{"token", token_text(tok, id)}, {"logprob", clamped(lp)}, {"bytes", token_bytes(tok, id)}};
+}
+
+// Code points of valid UTF-8 (decode's output): bytes that are not
+// continuation bytes (10xxxxxx).
+int64_t code_points(const std::string& s) {
+  int64_t n = 0;
+  for (char c : s) n += (uint8_t(c) & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+json chat_logprobs(const Tokenizer& tok, std::span<const SampleResult> lp) {
+  json content = json::array();
+  for (const SampleResult& r : lp) {
+    json e = chat_entry(tok, r.id, r.logprob);
+    json top = json::array();
+    for (const TokenLogprob& t : r.top) top.push_back(chat_entry(tok, t.id, t.logprob));
+    e["top_logprobs"] = std::move(top);
+    content.push_back(std::move(e));
+  }
+  return {{"content", std::move(content)}};
+}
+
+json completion_logprobs(const Tokenizer& tok, std::span<const SampleResult> lp,
+                         int64_t* offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       text_offset = json::array();
+  for (const SampleResult& r : lp) {
+    std::string text = token_text(tok, r.id);
+    tokens.push_back(text);
+    token_logprobs.push_back(clamped(r.logprob));
+    json d = json::object();
+    for (const TokenLogprob& t : r.top) d[token_text(tok, t.id)] = clamped(t.logprob);
+    if (!d.contains(text)) d[text] = clamped(r.logprob);
+    top.push_back(std::move(d));
+    text_offset.push_back(*offset);
+    *offset += code_points(text);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(text_offset)}};
+}
+
+}  // namespace hayate::server
