@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "server/api_error.h"
+#include "server/logprobs.h"
 #include "server/protocol.h"
 #include "tokenizer/tokenizer.h"
 
@@ -130,9 +131,15 @@ TEST_F(ProtocolTest, BadFieldsNameTheirParam) {
       {{{"prompt", p}, {"stop", std::string(300, 's')}}, "stop"},
       {{{"prompt", p}, {"stop_token_ids", {128256}}}, "stop_token_ids"},
       {{{"prompt", p}, {"stream_options", {{"include_usage", true}}}}, "stream_options"},
-      {{{"prompt", p}, {"logprobs", 1}}, "logprobs"},
+      {{{"prompt", p}, {"logprobs", -1}}, "logprobs"},
+      {{{"prompt", p}, {"logprobs", true}}, "logprobs"},
       {{{"prompt", p}, {"logprobs", 21}}, "logprobs"},
+      {{{"prompt", p}, {"logprobs", 2}, {"echo", true}}, "echo"},
       {{{"prompt", p}, {"frequency_penalty", 3}}, "frequency_penalty"},
+      {{{"prompt", p}, {"presence_penalty", -2.5}}, "presence_penalty"},
+      {{{"prompt", p}, {"presence_penalty", "1"}}, "presence_penalty"},
+      {{{"prompt", p}, {"repetition_penalty", 0}}, "repetition_penalty"},
+      {{{"prompt", p}, {"repetition_penalty", -1.5}}, "repetition_penalty"},
       {{{"prompt", p}, {"best_of", 2}}, "best_of"},
       {{{"prompt", p}, {"seed", 18446744073709551615ull}}, "seed"},
       {{{"prompt", json::array({1, -1})}}, "prompt"},
@@ -152,12 +159,77 @@ TEST_F(ProtocolTest, BadFieldsNameTheirParam) {
   EXPECT_EQ(shape["error"]["param"], "max_tokens");
   EXPECT_TRUE(shape["error"]["code"].is_null());
   EXPECT_EQ(error_of({{"messages", json::array()}}, Endpoint::kChat).param(), "messages");
-  EXPECT_EQ(error_of({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"logprobs", true}},
+  const json msg = {{{"role", "user"}, {"content", "x"}}};
+  EXPECT_EQ(error_of({{"messages", msg}, {"logprobs", 1}}, Endpoint::kChat).param(), "logprobs");
+  EXPECT_EQ(error_of({{"messages", msg}, {"top_logprobs", 2}}, Endpoint::kChat).param(),
+            "top_logprobs");
+  EXPECT_EQ(error_of({{"messages", msg}, {"logprobs", true}, {"top_logprobs", 21}},
                      Endpoint::kChat)
                 .param(),
-            "logprobs");
+            "top_logprobs");
+  EXPECT_EQ(error_of({{"messages", msg}, {"logprobs", true}, {"top_logprobs", -1}},
+                     Endpoint::kChat)
+                .param(),
+            "top_logprobs");
   EXPECT_THROW(parse_json_body("{\"a\": "), ApiError);
   EXPECT_THROW(parse_json_body("[]"), ApiError);
+}
+
+TEST_F(ProtocolTest, PenaltiesAndLogprobsFields) {
+  GenRequest r = parse({{"prompt", "a"}});
+  EXPECT_EQ(r.sampling.logprobs, -1);
+  EXPECT_FALSE(r.sampling.needs_host());  // the plain request keeps the backend's sampler
+  r = parse({{"prompt", "a"}, {"presence_penalty", 0.5}, {"frequency_penalty", -2},
+             {"repetition_penalty", 1.2}, {"logprobs", 3}});
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -2.0f);
+  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.2f);
+  EXPECT_EQ(r.sampling.logprobs, 3);
+  EXPECT_EQ(parse({{"prompt", "a"}, {"logprobs", 0}}).sampling.logprobs, 0);
+  const json msg = {{{"role", "user"}, {"content", "x"}}};
+  EXPECT_EQ(parse({{"messages", msg}, {"logprobs", true}}, Endpoint::kChat).sampling.logprobs, 0);
+  EXPECT_EQ(parse({{"messages", msg}, {"logprobs", true}, {"top_logprobs", 20}}, Endpoint::kChat)
+                .sampling.logprobs,
+            20);
+  EXPECT_EQ(parse({{"messages", msg}, {"logprobs", false}, {"top_logprobs", 0}}, Endpoint::kChat)
+                .sampling.logprobs,
+            -1);
+}
+
+TEST_F(ProtocolTest, LogprobsShapes) {
+  // "Hello" " world" and a lone byte token (a partial UTF-8 character).
+  const std::vector<int32_t> ids = tok_->encode("Hello world", false);
+  ASSERT_EQ(ids.size(), 2u);
+  // Byte-level BPE spells the lone byte 0xC3 as the character U+00C3.
+  const std::optional<int32_t> byte_tok = tok_->token_to_id("\xC3\x83");
+  ASSERT_TRUE(byte_tok.has_value());
+  const int32_t byte_id = *byte_tok;
+  std::vector<SampleResult> lp(3);
+  lp[0] = {ids[0], -0.5f, {{ids[0], -0.5f}, {ids[1], -1.5f}}};
+  lp[1] = {ids[1], -3.0f, {{ids[0], -0.25f}}};  // the chosen id is not in the top list
+  lp[2] = {byte_id, -INFINITY, {}};
+  json chat = chat_logprobs(*tok_, lp);
+  ASSERT_EQ(chat["content"].size(), 3u);
+  EXPECT_EQ(chat["content"][0]["token"], "Hello");
+  EXPECT_EQ(chat["content"][0]["bytes"], json::array({72, 101, 108, 108, 111}));
+  EXPECT_DOUBLE_EQ(chat["content"][0]["logprob"].get<double>(), -0.5);
+  EXPECT_EQ(chat["content"][0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], " world");
+  EXPECT_DOUBLE_EQ(chat["content"][0]["top_logprobs"][1]["logprob"].get<double>(), -1.5);
+  EXPECT_EQ(chat["content"][2]["bytes"], json::array({0xC3}));
+  EXPECT_EQ(chat["content"][2]["token"], tok_->decode(std::vector<int32_t>{byte_id}));
+  EXPECT_DOUBLE_EQ(chat["content"][2]["logprob"].get<double>(), -9999.0);  // vLLM's clamp
+
+  int64_t offset = 4;
+  json c = completion_logprobs(*tok_, lp, &offset);
+  EXPECT_EQ(c["tokens"], json::array({"Hello", " world", tok_->decode(std::vector<int32_t>{byte_id})}));
+  EXPECT_EQ(c["text_offset"], json::array({4, 9, 15}));
+  EXPECT_EQ(offset, 16);  // U+FFFD is one code point
+  EXPECT_DOUBLE_EQ(c["token_logprobs"][1].get<double>(), -3.0);
+  EXPECT_EQ(c["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(c["top_logprobs"][1].size(), 2u);  // top 1 + the chosen id
+  EXPECT_DOUBLE_EQ(c["top_logprobs"][1][" world"].get<double>(), -3.0);
+  EXPECT_EQ(c["top_logprobs"][2].size(), 1u);
 }
 
 TEST_F(ProtocolTest, TokenizeAndDetokenize) {
