@@ -31,6 +31,7 @@ struct Collected {
   std::string error;
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  std::vector<SampleResult> logprobs;
 };
 
 // Thread-safe sink for the events of many requests.
@@ -44,6 +45,7 @@ class Sink {
       ++c.events;
       c.ids.insert(c.ids.end(), e.token_ids.begin(), e.token_ids.end());
       c.text += e.text;
+      c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
       c.prompt_tokens = e.prompt_tokens;
       c.completion_tokens = e.completion_tokens;
       if (e.finished) {
