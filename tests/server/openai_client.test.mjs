@@ -187,9 +187,11 @@ test('errors surface as the client error classes with param', async () => {
     [{ prompt: [1, 2, 999999999] }, 'prompt'],
     [{ stop: Array.from({ length: 17 }, (_, i) => `s${i}`) }, 'stop'],
     [{ n: 1000 }, 'n'],
-    [{ logprobs: 2 }, 'logprobs'],
-    [{ presence_penalty: 0.5 }, 'presence_penalty'],
-    [{ frequency_penalty: 1 }, 'frequency_penalty'],
+    [{ logprobs: 21 }, 'logprobs'],
+    [{ logprobs: 2, echo: true }, 'echo'],
+    [{ presence_penalty: 2.5 }, 'presence_penalty'],
+    [{ frequency_penalty: -3 }, 'frequency_penalty'],
+    [{ repetition_penalty: 0 }, 'repetition_penalty'],
     [{ max_tokens: 'ten' }, 'max_tokens'],
   ];
   for (const [extra, param] of cases) {
@@ -211,11 +213,128 @@ test('errors surface as the client error classes with param', async () => {
   await assert.rejects(
     client.chat.completions.create({ model: MODEL, messages: [], max_tokens: 4 }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'messages');
-  await assert.rejects(
-    client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }],
-      logprobs: true, top_logprobs: 2, max_tokens: 4 }),
-    (e) => e instanceof OpenAI.BadRequestError && /not supported/.test(e.message));
+  for (const [extra, param] of [[{ logprobs: true, top_logprobs: 21 }, 'top_logprobs'],
+    [{ top_logprobs: 2 }, 'top_logprobs'], [{ logprobs: 3 }, 'logprobs']]) {
+    await assert.rejects(
+      client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }],
+        max_tokens: 4, ...extra }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === param);
+  }
   // Everything above was refused before reaching the engine.
   const m = await metrics(srv.url);
   assert.equal(m['hayate:num_requests_in_flight'], 0);
+});
+
+// Logprobs and penalties. The logprobs are the model's raw distribution, so
+// the penalties can be checked through them: with greedy decoding the chosen
+// id must have the best penalised score among the top_logprobs entries
+// (log_softmax is a shift of the logits, so the scores compare as logits do).
+const CHAT = [{ role: 'user', content: 'Count: one two three' }];
+const key = (entry) => JSON.stringify(entry.bytes);  // bytes identify a token
+
+test('completions logprobs: shape, greedy picks the top entry, streamed equals non-streamed', async () => {
+  const plain = await greedy({ max_tokens: 12 });
+  const r = await greedy({ max_tokens: 12, logprobs: 3 });
+  assert.equal(r.choices[0].text, plain.choices[0].text);  // logprobs do not change the pick
+  const lp = r.choices[0].logprobs;
+  assert.equal(lp.tokens.length, 12);
+  assert.equal(lp.token_logprobs.length, 12);
+  assert.equal(lp.top_logprobs.length, 12);
+  assert.deepEqual(lp.text_offset.slice(0, 1), [0]);
+  for (let i = 0; i < 12; i++) {
+    const top = Object.values(lp.top_logprobs[i]);
+    assert.ok(top.length >= 1 && top.length <= 3, JSON.stringify(lp.top_logprobs[i]));
+    assert.ok(lp.token_logprobs[i] <= 0);
+    assert.equal(lp.token_logprobs[i], Math.max(...top));  // greedy = most likely
+    assert.ok(top.reduce((a, x) => a + Math.exp(x), 0) <= 1 + 1e-5);
+    if (i > 0) assert.equal(lp.text_offset[i] - lp.text_offset[i - 1], [...lp.tokens[i - 1]].length);
+  }
+  if (!lp.tokens.some((t) => t.includes('\uFFFD'))) assert.equal(lp.tokens.join(''), r.choices[0].text);
+
+  const stream = await client.completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 12,
+    temperature: 0, ignore_eos: true, logprobs: 3, stream: true });
+  const got = { tokens: [], token_logprobs: [], text_offset: [] };
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      if (!c.logprobs) continue;
+      for (const k of Object.keys(got)) got[k].push(...c.logprobs[k]);
+    }
+  }
+  assert.deepEqual(got.tokens, lp.tokens);
+  assert.deepEqual(got.text_offset, lp.text_offset);
+  got.token_logprobs.forEach((x, i) => assert.ok(Math.abs(x - lp.token_logprobs[i]) < 1e-4));
+  assert.equal((await greedy({ max_tokens: 2 })).choices[0].logprobs, null);
+});
+
+test('chat logprobs: content entries with bytes and top_logprobs, also streamed', async () => {
+  const req = { model: MODEL, messages: CHAT, max_tokens: 10, temperature: 0, ignore_eos: true,
+    logprobs: true, top_logprobs: 2 };
+  const r = await client.chat.completions.create(req);
+  const content = r.choices[0].logprobs.content;
+  assert.equal(content.length, r.usage.completion_tokens);
+  for (const e of content) {
+    assert.equal(typeof e.token, 'string');
+    assert.ok(Array.isArray(e.bytes) && e.bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256));
+    if (!e.token.includes('\uFFFD')) assert.equal(Buffer.from(e.bytes).toString('utf8'), e.token);
+    assert.equal(e.top_logprobs.length, 2);
+    assert.ok(e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob);
+    assert.equal(key(e.top_logprobs[0]), key(e));  // greedy took the most likely token
+    assert.equal(e.top_logprobs[0].logprob, e.logprob);
+  }
+  assert.equal(Buffer.concat(content.map((e) => Buffer.from(e.bytes))).toString('utf8'),
+    r.choices[0].message.content);
+
+  const stream = await client.chat.completions.create({ ...req, stream: true });
+  const streamed = [];
+  for await (const chunk of stream)
+    for (const c of chunk.choices) if (c.logprobs) streamed.push(...c.logprobs.content);
+  assert.deepEqual(streamed.map(key), content.map(key));
+  const noLp = await client.chat.completions.create({ ...req, logprobs: false, top_logprobs: 0 });
+  assert.equal(noLp.choices[0].logprobs, null);
+});
+
+test('frequency and presence penalties: greedy takes the best penalised score', async () => {
+  const base = { model: MODEL, messages: CHAT, max_tokens: 24, temperature: 0, ignore_eos: true,
+    logprobs: true, top_logprobs: 20 };
+  const plain = await client.chat.completions.create(base);
+  // Without penalties greedy always takes the raw favourite.
+  for (const e of plain.choices[0].logprobs.content) assert.equal(key(e.top_logprobs[0]), key(e));
+  // The tiny model rarely repeats a token on its own, so positive penalties
+  // may change nothing; negative ones (rewarding repeats) must.
+  for (const [freq, pres, mustChange] of [[2, 0.5, false], [-1, -0.5, true]]) {
+    const pen = await client.chat.completions.create({ ...base, frequency_penalty: freq,
+      presence_penalty: pres });
+    const content = pen.choices[0].logprobs.content;
+    assert.equal(content.length, 24);
+    const count = new Map();
+    const score = (e) => {
+      const c = count.get(key(e)) || 0;
+      return e.logprob - freq * c - pres * (c > 0 ? 1 : 0);
+    };
+    let passedOver = 0;
+    for (const e of content) {
+      const chosen = score(e);
+      for (const u of e.top_logprobs)
+        assert.ok(chosen >= score(u) - 1e-3, `${freq}: ${e.token} vs ${u.token}`);
+      if (key(e.top_logprobs[0]) !== key(e)) passedOver++;  // the raw favourite was not taken
+      count.set(key(e), (count.get(key(e)) || 0) + 1);
+    }
+    if (mustChange) {
+      assert.ok(passedOver > 0, 'the penalty never changed a pick');
+      assert.notEqual(pen.choices[0].message.content, plain.choices[0].message.content);
+    }
+  }
+});
+
+test('repetition_penalty changes greedy output; seeded sampling is unchanged by logprobs', async () => {
+  const a = await greedy({ max_tokens: 24 });
+  const b = await greedy({ max_tokens: 24, repetition_penalty: 1.5 });
+  const c = await greedy({ max_tokens: 24, repetition_penalty: 1.0 });
+  assert.notEqual(b.choices[0].text, a.choices[0].text);
+  assert.equal(c.choices[0].text, a.choices[0].text);
+  const req = { model: MODEL, prompt: PROMPT, max_tokens: 12, temperature: 1.0, seed: 99,
+    ignore_eos: true };
+  const s1 = await client.completions.create(req);
+  const s2 = await client.completions.create({ ...req, logprobs: 1 });
+  assert.equal(s2.choices[0].text, s1.choices[0].text);
 });
