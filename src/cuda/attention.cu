@@ -7,6 +7,7 @@
 // prefill uses one split per query and writes the normalised output. Memory is
 // O(keys per tile), never O(n^2). The cache is addressed as rows of kv_dim, so
 // a paged pool later only changes the row lookup (row_of below).
+#include <algorithm>
 #include <cfloat>
 
 #include "core/check.h"
@@ -205,6 +206,149 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
   if (tid == 0) done[kvh] = 0;  // ready for the next layer / step
 }
 
+// ---- decode at short context: one pass, no split -----------------------------------
+// One block per query head; the block's threads cover every key row at once
+// (TPK threads per row, KP rows side by side, kShortPasses rows per thread), so
+// all K and V loads of the step are in flight together and there is no
+// second-split combine. At context ~128 the split kernel above spends its time
+// in serial phases (q staging, tile loop, partial write, counter, combine);
+// here the chain is: loads -> scores -> one barrier -> softmax (each warp
+// redundantly) -> P.V -> one barrier -> output.
+constexpr int kShortThreads = 256;
+constexpr int kShortPasses = 8;     // key rows per thread, for K and again for V
+constexpr int kShortKeysCap = 256;  // bounds the score array and the softmax loop
+
+template <int HD>
+constexpr int short_max_keys() {
+  return std::min(kShortKeysCap, kShortThreads / (HD / 8) * kShortPasses);
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(kShortThreads)
+attention_short_kernel(const float* __restrict__ q,  // [n_heads * HD]
+                       const T* __restrict__ kc,     // [rows, n_kv_heads * HD]
+                       const T* __restrict__ vc,
+                       AttnShape sh, const int32_t* __restrict__ pos, int rows,
+                       float* __restrict__ out) {    // [n_heads * HD]
+  constexpr int TPK = HD / 8;                        // threads per key row, 16 bytes each
+  constexpr int KP = kShortThreads / TPK;            // key rows side by side
+  constexpr int MAXK = short_max_keys<HD>();
+  constexpr int P = MAXK / KP;                       // passes (rows per thread)
+  constexpr int NW = kShortThreads / 32;
+  static_assert(TPK <= 32 && 32 % TPK == 0 && P * KP == MAXK);
+  __shared__ float sc[MAXK];      // scaled scores
+  __shared__ float red[NW][HD];   // per-warp partial outputs
+
+  const int head = blockIdx.x, kvh = head / (sh.n_heads / sh.n_kv_heads);
+  const int kv_dim = sh.n_kv_heads * HD;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int c = tid % TPK, kj = tid / TPK;  // 8-element chunk of the row, key lane
+  const size_t col = size_t(kvh) * HD + c * 8;
+  griddep_launch();
+
+  // Every cached row below min(MAXK, rows) is loaded before the position is
+  // known (rows past it are never used), so no dependent read of *pos comes
+  // first. Rows before the position were written by earlier steps; the row at
+  // the position comes from the previous kernel (QKV) and is loaded again after
+  // griddep_wait. L2 loads (ld.cg): an L1 copy of that row could be stale.
+  uint4 kr[P], vr[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int j = p * KP + kj;
+    kr[p] = j < rows ? __ldcg(reinterpret_cast<const uint4*>(kc + row_of(j, kv_dim) + col))
+                     : make_uint4(0, 0, 0, 0);
+    vr[p] = j < rows ? __ldcg(reinterpret_cast<const uint4*>(vc + row_of(j, kv_dim) + col))
+                     : make_uint4(0, 0, 0, 0);
+  }
+  griddep_wait();  // q and the cache row at *pos come from the previous kernel
+  const int now = *pos, keys = now + 1;
+  if (keys > MAXK) __trap();  // the host picks this kernel only for short contexts
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    if (p * KP + kj == now) {
+      kr[p] = __ldcg(reinterpret_cast<const uint4*>(kc + row_of(now, kv_dim) + col));
+      vr[p] = __ldcg(reinterpret_cast<const uint4*>(vc + row_of(now, kv_dim) + col));
+    }
+  }
+  const float scale = rsqrtf(float(HD));
+  float qf[8];
+  {
+    const float4 a = __ldcg(reinterpret_cast<const float4*>(q + size_t(head) * HD + c * 8));
+    const float4 b = __ldcg(reinterpret_cast<const float4*>(q + size_t(head) * HD + c * 8 + 4));
+    qf[0] = a.x * scale, qf[1] = a.y * scale, qf[2] = a.z * scale, qf[3] = a.w * scale;
+    qf[4] = b.x * scale, qf[5] = b.y * scale, qf[6] = b.z * scale, qf[7] = b.w * scale;
+  }
+
+  // Scores: the TPK threads of a row reduce by shuffles. `p * KP < keys` is the
+  // same for the whole block, so whole warps leave the loop together.
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    if (p * KP >= keys) break;
+    const int j = p * KP + kj;
+    float f[8];
+    unpack8<T>(kr[p], f);
+    float s = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s += f[e] * qf[e];
+#pragma unroll
+    for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (c == 0 && j < keys) sc[j] = s;
+  }
+  __syncthreads();  // all scores
+
+  // Softmax statistics: every warp computes them itself (no second barrier).
+  float m = -FLT_MAX;
+  for (int j = lane; j < keys; j += 32) m = fmaxf(m, sc[j]);
+  m = warp_max(m);
+  float l = 0.0f;
+  for (int j = lane; j < keys; j += 32) l += __expf(sc[j] - m);
+  l = warp_sum(l);
+
+  float acc[8] = {};
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    if (p * KP >= keys) break;
+    const int j = p * KP + kj;
+    if (j < keys) {
+      const float pr = __expf(sc[j] - m);
+      float f[8];
+      unpack8<T>(vr[p], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] += pr * f[e];
+    }
+  }
+  // Sum over the key lanes: first the 32 / TPK lanes of a warp that share a
+  // chunk, then the warps through shared memory.
+#pragma unroll
+  for (int o = TPK; o < 32; o <<= 1)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+  if (lane < TPK)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) red[warp][c * 8 + e] = acc[e];
+  __syncthreads();  // all warps' partial outputs
+  const float inv_l = 1.0f / l;
+  for (int d = tid; d < HD; d += kShortThreads) {
+    float o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) o += red[w][d];
+    out[size_t(head) * HD + d] = o * inv_l;
+  }
+}
+
+template <typename T, typename F>
+void with_head_dim_short(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 8: f(attention_short_kernel<T, 8>, short_max_keys<8>()); break;
+    case 16: f(attention_short_kernel<T, 16>, short_max_keys<16>()); break;
+    case 32: f(attention_short_kernel<T, 32>, short_max_keys<32>()); break;
+    case 64: f(attention_short_kernel<T, 64>, short_max_keys<64>()); break;
+    case 128: f(attention_short_kernel<T, 128>, short_max_keys<128>()); break;
+    case 256: f(attention_short_kernel<T, 256>, short_max_keys<256>()); break;
+    default: fail(cat("attention: head_dim ", head_dim, " is not supported (8, 16, 32, 64, 128, 256)"));
+  }
+}
+
 // The one place where head_dim becomes a template argument.
 template <typename T, typename F>
 void with_head_dim(int head_dim, F&& f) {
@@ -243,6 +387,23 @@ void attention_decode(const float* q, const T* k_cache, const T* v_cache, AttnSh
   });
 }
 
+int attention_short_max_keys(int head_dim) {
+  int keys = 0;
+  with_head_dim_short<half>(head_dim, [&](auto, int max_keys) { keys = max_keys; });
+  return keys;
+}
+
+template <typename T>
+void attention_decode_short(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
+                            const int32_t* pos, int max_ctx, float* out, cudaStream_t s, bool pdl) {
+  check_shape(shape);
+  HAYATE_CHECK(max_ctx > 0, "attention: cache of ", max_ctx, " rows");
+  with_head_dim_short<T>(shape.head_dim, [&](auto kernel, int) {
+    launch({unsigned(shape.n_heads), kShortThreads, 0, s, pdl}, kernel, q, k_cache, v_cache, shape,
+           pos, max_ctx, out);
+  });
+}
+
 template <typename T>
 void attention_prefill(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
                        const int32_t* pos0, int n, T* out, cudaStream_t s) {
@@ -258,6 +419,8 @@ void attention_prefill(const float* q, const T* k_cache, const T* v_cache, AttnS
 #define HAYATE_INSTANTIATE(T)                                                                  \
   template void attention_decode<T>(const float*, const T*, const T*, AttnShape, const int32_t*, \
                                     float*, float*, int*, float*, cudaStream_t, bool);         \
+  template void attention_decode_short<T>(const float*, const T*, const T*, AttnShape,         \
+                                          const int32_t*, int, float*, cudaStream_t, bool);    \
   template void attention_prefill<T>(const float*, const T*, const T*, AttnShape,              \
                                      const int32_t*, int, T*, cudaStream_t);
 HAYATE_INSTANTIATE(half)

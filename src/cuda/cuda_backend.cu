@@ -130,14 +130,18 @@ class CudaBackend final : public Backend {
     HAYATE_CUDA_CHECK(cudaMallocHost(&host_state_, sizeof(StepState)));
     HAYATE_CUDA_CHECK(cudaMallocHost(&host_io_, sizeof(int32_t) * (n + 1)));
 
-    graph_greedy_ = capture(true);
-    graph_sample_ = capture(false);
+    // Two graphs per mode: short contexts take the one-pass attention kernel.
+    short_keys_ = attention_short_max_keys(c.head_dim);
+    for (int shrt = 0; shrt < 2; ++shrt) {
+      graph_greedy_[shrt] = capture(true, shrt);
+      graph_sample_[shrt] = capture(false, shrt);
+    }
     HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
   }
 
   ~CudaBackend() override {
-    if (graph_greedy_) cudaGraphExecDestroy(graph_greedy_);
-    if (graph_sample_) cudaGraphExecDestroy(graph_sample_);
+    for (cudaGraphExec_t g : {graph_greedy_[0], graph_greedy_[1], graph_sample_[0], graph_sample_[1]})
+      if (g) cudaGraphExecDestroy(g);
     if (host_state_) cudaFreeHost(host_state_);
     if (host_io_) cudaFreeHost(host_io_);
     if (cublas_) cublasDestroy(cublas_);
@@ -203,11 +207,13 @@ class CudaBackend final : public Backend {
 
  private:
   // ---- the decode step: one token, captured once as a graph -------------------
-  void decode_step(bool greedy) {
+  // short_ctx: the step's context fits attention_decode_short (one pass).
+  void decode_step(bool greedy, bool short_ctx) {
     const ModelConfig& c = cfg_;
     const int D = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
     const float eps = c.rms_norm_eps;
     const bool pdl = tuning_.pdl;
+    const GemvLaunch gl{s_, pdl, tuning_.gemv_blocks_per_sm};
     const QkvShape qkv{c.num_heads, c.num_kv_heads, c.head_dim};
     const AttnShape att{c.num_heads, c.num_kv_heads, c.head_dim};
     const int32_t* pos = &state_->pos;
@@ -217,14 +223,14 @@ class CudaBackend final : public Backend {
       T* kc = k_cache_ + size_t(l) * max_ctx_ * c.kv_dim();                 // [max_ctx, kv_dim]
       T* vc = v_cache_ + size_t(l) * max_ctx_ * c.kv_dim();
       gemv_qkv_rope(L.wqkv, qkv, D, h_, L.attn_norm, eps, inv_freq_, pos,  // q [Hq d] roped,
-                    q_, kc, vc, s_, pdl);                                    // k, v -> cache[pos]
-      attention_decode(q_, kc, vc, att, pos, part_o_, part_ml_, counters_, attn_, s_,  // attn [Hq d]
-                       pdl);
-      gemv_residual(L.wo, D, c.q_dim(), attn_, h_, s_, pdl);               // h += Wo attn
-      gemv_gate_up(L.w_gate_up, I, D, h_, L.ffn_norm, eps, act_, s_, pdl);  // act [I] = silu(g) u
-      gemv_residual(L.w_down, D, I, act_, h_, s_, pdl);                    // h += Wdown act
+                    q_, kc, vc, gl);                                         // k, v -> cache[pos]
+      if (short_ctx) attention_decode_short(q_, kc, vc, att, pos, max_ctx_, attn_, s_, pdl);
+      else attention_decode(q_, kc, vc, att, pos, part_o_, part_ml_, counters_, attn_, s_, pdl);
+      gemv_residual(L.wo, D, c.q_dim(), attn_, h_, gl);                    // h += Wo attn
+      gemv_gate_up(L.w_gate_up, I, D, h_, L.ffn_norm, eps, act_, gl);       // act [I] = silu(g) u
+      gemv_residual(L.w_down, D, I, act_, h_, gl);                         // h += Wdown act
     }
-    gemv(w_.lm_head, V, D, h_, w_.final_norm, eps, logits_, s_, pdl);       // logits [V]
+    gemv(w_.lm_head, V, D, h_, w_.final_norm, eps, logits_, gl);            // logits [V]
     sample(logits_, V, state_, greedy, sample_ws_, token_out_, s_, pdl);    // token_out
   }
 
@@ -270,10 +276,10 @@ class CudaBackend final : public Backend {
                                      N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
-  cudaGraphExec_t capture(bool greedy) {
+  cudaGraphExec_t capture(bool greedy, bool short_ctx) {
     cudaGraph_t graph = nullptr;
     HAYATE_CUDA_CHECK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
-    decode_step(greedy);
+    decode_step(greedy, short_ctx);
     HAYATE_CUDA_CHECK(cudaStreamEndCapture(s_, &graph));
     cudaGraphExec_t exec = nullptr;
     HAYATE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -289,7 +295,8 @@ class CudaBackend final : public Backend {
   // One decode step: upload the step state, replay the graph, read the id.
   int32_t run_decode(int32_t token, int pos, const SamplingParams& p, uint64_t step) {
     set_state(token, pos, p, step);
-    HAYATE_CUDA_CHECK(cudaGraphLaunch(p.greedy() ? graph_greedy_ : graph_sample_, s_));
+    const bool shrt = tuning_.short_attention && pos + 1 <= short_keys_;
+    HAYATE_CUDA_CHECK(cudaGraphLaunch(p.greedy() ? graph_greedy_[shrt] : graph_sample_[shrt], s_));
     HAYATE_CUDA_CHECK(cudaMemcpyAsync(host_io_, token_out_, 4, cudaMemcpyDeviceToHost, s_));
     HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
     return host_io_[0];
@@ -343,7 +350,8 @@ class CudaBackend final : public Backend {
   T *p_xn_ = nullptr, *p_attn_ = nullptr;
   StepState* host_state_ = nullptr;
   int32_t* host_io_ = nullptr;
-  cudaGraphExec_t graph_greedy_ = nullptr, graph_sample_ = nullptr;
+  int short_keys_ = 0;  // contexts up to this many keys use graphs [1]
+  cudaGraphExec_t graph_greedy_[2] = {}, graph_sample_[2] = {};
 };
 
 // Read bandwidth: a read-only kernel over 4 GiB (the ceiling a GEMV can reach),

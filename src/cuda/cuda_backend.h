@@ -13,11 +13,17 @@ std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOpti
 // Number of visible CUDA devices (0 when there is no driver or no GPU).
 int cuda_device_count();
 
-// Knobs for the kernel lab and the gpu tests, not for users: the decode graph
-// with or without programmatic dependent launch. Off by default: on the H200
-// it made the 8B decode step 0.2-0.4 ms slower (bench/kernels/NOTES.md).
+// Knobs for the kernel lab and the gpu tests, not for users (bench/kernels/NOTES.md):
+// - pdl: programmatic dependent launch in the decode graph (run 4-7: neutral
+//   to 0.4 ms slower with full-occupancy GEMV grids);
+// - gemv_blocks_per_sm: cap on the decode GEMVs' one-wave grid (0 = as many as
+//   fit), so the next kernel's blocks can be resident early under PDL;
+// - short_attention: contexts that fit one block per query head take the
+//   one-pass attention kernel (a second pair of graphs).
 struct CudaTuning {
   bool pdl = false;
+  int gemv_blocks_per_sm = 0;
+  bool short_attention = true;
 };
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options,
                                            const CudaTuning& tuning);

@@ -17,6 +17,10 @@
 namespace hayate::cuda {
 
 constexpr int kGemvThreads = 256;
+// At most 64 registers, so 4 blocks (32 KB of weight loads in flight per
+// block round... 64 KB per SM) fit: QKV's RoPE epilogue alone pushed it to 76
+// registers and 3 blocks per SM.
+constexpr int kGemvMinBlocks = 4;
 
 // The input vector: x (fp32, K), optionally RMS-normalised with weight norm_w
 // (the norm is fused: each block computes rsqrt(mean(x^2) + eps) itself).
@@ -28,7 +32,7 @@ struct GemvInput {
 };
 
 template <typename T, int R, int U, int KSPLIT, bool kNorm, typename Epi>
-__global__ void __launch_bounds__(kGemvThreads)
+__global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks)
 gemv_kernel(const T* __restrict__ W,  // [rows, K]
             int K, int groups, GemvInput<T> in, Epi epi) {
   static_assert(kGemvThreads % (32 * KSPLIT) == 0);
@@ -76,10 +80,16 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
   const float* x = in.x;
   float rstd = 1.0f, ss = 0.0f;
   if constexpr (kNorm) {
-    for (int k = threadIdx.x; k < K; k += kGemvThreads) {
-      const float v = in.x[k];
-      ss += v * v;
-      xs[k] = v * to_f32(in.norm_w[k]);
+    // 16-byte loads of x and 8-byte loads of norm_w, unrolled so a thread's
+    // loads are in flight together (K = 4096: 4 of each per thread, one L2
+    // round trip instead of one per element).
+#pragma unroll 4
+    for (int k4 = threadIdx.x; k4 < K / 4; k4 += kGemvThreads) {
+      const float4 v = reinterpret_cast<const float4*>(in.x)[k4];
+      float n[4];
+      unpack4<T>(reinterpret_cast<const uint2*>(in.norm_w)[k4], n);
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      reinterpret_cast<float4*>(xs)[k4] = make_float4(v.x * n[0], v.y * n[1], v.z * n[2], v.w * n[3]);
     }
     __syncthreads();  // xs complete
     x = xs;
@@ -92,6 +102,10 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
     // In its last round the block lets the next kernel launch: its blocks
     // take the slots ours free and start their own weight loads.
     if (base + stride >= groups) griddep_launch();
+    // The epilogue's own global reads (RoPE position and frequency, the
+    // residual) start now, under the weight loads, not after the reduction.
+    typename Epi::Pre pre{};
+    if (t == 0 && active) pre = epi.prepare(g);
     float acc[R] = {};
     for (int c0 = t; c0 < nchunks; c0 += U * kGroupThreads) {
 #pragma unroll
@@ -147,11 +161,11 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
           acc[r] = 0.0f;
           for (int i = 0; i < KSPLIT; ++i) acc[r] += part[parity][warp + i][r];
         }
-        epi.store(g, acc);
+        epi.store(g, acc, pre);
       }
       parity ^= 1;
     } else if (t == 0 && active) {
-      epi.store(g, acc);
+      epi.store(g, acc, pre);
     }
     if (next >= groups) break;
     base = next;
@@ -161,25 +175,42 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
 
 // ---- epilogues: row mapping of a row group, and where its sums go ----------
 
+// Each epilogue maps a row group to its rows (row), reads what it needs from
+// global memory at the start of the round (prepare, into Pre), and writes the
+// group's sums (store).
+struct NoPre {};
+
 // y[row] = sum (R consecutive rows per group).
 template <int R>
 struct StoreEpi {
   float* y;
+  using Pre = NoPre;
   __device__ int row(int g, int r) const { return g * R + r; }
-  __device__ void store(int g, const float (&acc)[R]) const {
+  __device__ Pre prepare(int) const { return {}; }
+  __device__ void store(int g, const float (&acc)[R], Pre) const {
 #pragma unroll
     for (int r = 0; r < R; ++r) y[g * R + r] = acc[r];
   }
 };
 
-// h[row] += sum: the residual add after o_proj and down_proj.
+// h[row] += sum: the residual add after o_proj and down_proj. h is read in
+// prepare (after griddep_wait: the previous kernel may have written it).
 template <int R>
 struct ResidualEpi {
   float* h;
+  struct Pre {
+    float v[R];
+  };
   __device__ int row(int g, int r) const { return g * R + r; }
-  __device__ void store(int g, const float (&acc)[R]) const {
+  __device__ Pre prepare(int g) const {
+    Pre p;
 #pragma unroll
-    for (int r = 0; r < R; ++r) h[g * R + r] += acc[r];
+    for (int r = 0; r < R; ++r) p.v[r] = h[g * R + r];
+    return p;
+  }
+  __device__ void store(int g, const float (&acc)[R], const Pre& p) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) h[g * R + r] = p.v[r] + acc[r];
   }
 };
 
@@ -187,8 +218,10 @@ struct ResidualEpi {
 struct SiluMulEpi {
   float* act;
   int inter;
+  using Pre = NoPre;
   __device__ int row(int g, int r) const { return g + r * inter; }
-  __device__ void store(int g, const float (&acc)[2]) const {
+  __device__ Pre prepare(int) const { return {}; }
+  __device__ void store(int g, const float (&acc)[2], Pre) const {
     const float gate = acc[0];
     act[g] = gate / (1.0f + __expf(-gate)) * acc[1];
   }

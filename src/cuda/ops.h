@@ -48,6 +48,27 @@ void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* n
                    const float* inv_freq, const int32_t* pos, float* q, T* k_cache, T* v_cache,
                    cudaStream_t s, bool pdl);
 
+// The same four with launch options (run 8): blocks_per_sm > 0 caps the
+// one-wave grid below full occupancy so that, under PDL, the next kernel's
+// blocks fit beside it and start their weight loads early.
+struct GemvLaunch {
+  cudaStream_t s = nullptr;
+  bool pdl = false;
+  int blocks_per_sm = 0;  // 0: as many as fit
+};
+template <typename T>
+void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float eps, float* y,
+          const GemvLaunch& l);
+template <typename T>
+void gemv_residual(const T* W, int rows, int K, const float* x, float* h, const GemvLaunch& l);
+template <typename T>
+void gemv_gate_up(const T* W, int inter, int K, const float* h, const T* norm_w, float eps,
+                  float* act, const GemvLaunch& l);
+template <typename T>
+void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* norm_w, float eps,
+                   const float* inv_freq, const int32_t* pos, float* q, T* k_cache, T* v_cache,
+                   const GemvLaunch& l);
+
 // ---- norm.cu -----------------------------------------------------------------
 // out [n, dim] = rmsnorm(x [n, dim]) * w, fp32 math, rounded to T (GEMM input).
 template <typename T>
@@ -87,6 +108,14 @@ template <typename T>
 void attention_decode(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
                       const int32_t* pos, float* part_o, float* part_ml, int* counters, float* out,
                       cudaStream_t s, bool pdl);
+// Decode at short context, *pos + 1 <= attention_short_max_keys(head_dim) (128
+// keys for head_dim 128): one block per query head, every K/V row loaded at
+// once, no split and no combine (the caller picks it; a longer context traps).
+// max_ctx: rows in the cache, out [n_heads * head_dim].
+int attention_short_max_keys(int head_dim);
+template <typename T>
+void attention_decode_short(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
+                            const int32_t* pos, int max_ctx, float* out, cudaStream_t s, bool pdl);
 // Prefill: out [n, n_heads * head_dim] in T (the o_proj GEMM input).
 template <typename T>
 void attention_prefill(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,

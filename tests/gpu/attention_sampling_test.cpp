@@ -53,6 +53,39 @@ TYPED_TEST(AttentionTest, DecodeAcrossSplitCounts) {
   }
 }
 
+// The one-pass kernel for short contexts: every head_dim, the context limits
+// (1 key, a partial pass, exactly the maximum), and a cache with fewer rows
+// than the kernel's maximum (max_ctx bounds the loads).
+TYPED_TEST(AttentionTest, DecodeShortMatchesCpu) {
+  using T = TypeParam;
+  SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
+  for (Case c : {Case{4, 2, 8}, Case{4, 4, 16}, Case{4, 2, 32}, Case{8, 8, 64}, Case{32, 8, 128},
+                 Case{8, 2, 256}}) {
+    const int max_keys = attention_short_max_keys(c.d);
+    for (int keys : {1, 17, max_keys / 2 + 3, max_keys}) {
+      for (int ctx : {keys, 1536}) {
+        const int kv_dim = c.Hkv * c.d, q_dim = c.H * c.d, pos = keys - 1;
+        auto k = random_vec(size_t(ctx) * kv_dim, this->rng_), v = random_vec(size_t(ctx) * kv_dim, this->rng_);
+        auto q = random_vec(q_dim, this->rng_, -3.0f, 3.0f);
+        round_to<T>(k);
+        round_to<T>(v);
+        Dev<T> kc = dev_t<T>(k), vc = dev_t<T>(v);
+        Dev<float> dq(q), out(std::vector<float>(q_dim, NAN));
+        Dev<int32_t> dpos(std::vector<int32_t>{pos});
+        attention_decode_short<T>(dq.get(), kc.get(), vc.get(), {c.H, c.Hkv, c.d}, dpos.get(), ctx,
+                                  out.get(), nullptr, false);
+        std::vector<float> ref(q_dim);
+        cpu::attention(q.data(), k.data(), v.data(), ref.data(), 1, pos, c.H, c.Hkv, c.d);
+        SCOPED_TRACE(::testing::Message() << "H " << c.H << " Hkv " << c.Hkv << " d " << c.d
+                                          << " keys " << keys << " ctx " << ctx);
+        expect_close(out.download(), ref, 1e-4f, 2e-3f, "short decode attention");
+      }
+    }
+  }
+  EXPECT_EQ(attention_short_max_keys(128), 128);  // the 8B model's contexts up to 128 keys
+  EXPECT_THROW(attention_short_max_keys(48), Error);
+}
+
 TYPED_TEST(AttentionTest, PrefillCausal) {
   using T = TypeParam;
   SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
