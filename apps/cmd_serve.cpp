@@ -115,6 +115,14 @@ int run_serve(const ServeArgs& a) {
 void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  cmd->footer(
+      "Sampling fields: temperature, top_p, top_k, min_p, seed; presence_penalty and "
+      "frequency_penalty (OpenAI, over the generated ids), repetition_penalty (HF/vLLM, over "
+      "prompt + generated ids). logprobs (completions: N; chat: logprobs + top_logprobs, N <= "
+      "20) are those of the model's raw distribution: log_softmax of the logits before "
+      "penalties and temperature (vLLM's default raw_logprobs). Requests with penalties or "
+      "logprobs sample on the host from the step's logits row; the others keep the backend's "
+      "own sampler.");
   add_model_options(cmd, args->model);
   cmd->add_option("--host", args->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "port (0: any free port, printed at start)")

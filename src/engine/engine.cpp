@@ -254,7 +254,8 @@ struct Engine::Impl {
       RequestId id = out.seqs[i].seq->id;
       Active& a = *active.at(id);
       try {
-        if (a.seq.sampling.needs_host()) sample_on_host(a, j, batch.seqs[i].sample_step, sampled[i]);
+        if (a.seq.sampling.needs_host())
+          sample_on_host(a, j, batch.seqs[i].sample_step, sampled[i]);
         HAYATE_CHECK(sampled[i] >= 0 && sampled[i] < backend.config().vocab_size,
                      "backend sampled id ", sampled[i], " outside the vocabulary");
         on_sampled(a, sampled[i]);

@@ -9,7 +9,9 @@ using nlohmann::json;
 
 namespace {
 
-double clamped(float lp) { return std::isnan(lp) ? -9999.0 : std::max(double(lp), -9999.0); }
+double clamped(float lp) {
+  return std::isnan(lp) ? -9999.0 : std::max(double(lp), -9999.0);
+}
 
 std::string token_text(const Tokenizer& tok, int32_t id) {
   return tok.decode(std::span<const int32_t>(&id, 1));
@@ -23,7 +25,8 @@ json token_bytes(const Tokenizer& tok, int32_t id) {
 }
 
 json chat_entry(const Tokenizer& tok, int32_t id, float lp) {
-  return {{"token", token_text(tok, id)}, {"logprob", clamped(lp)}, {"bytes", token_bytes(tok, id)}};
+  return {
+      {"token", token_text(tok, id)}, {"logprob", clamped(lp)}, {"bytes", token_bytes(tok, id)}};
 }
 
 // Code points of valid UTF-8 (decode's output): bytes that are not
@@ -48,8 +51,7 @@ json chat_logprobs(const Tokenizer& tok, std::span<const SampleResult> lp) {
   return {{"content", std::move(content)}};
 }
 
-json completion_logprobs(const Tokenizer& tok, std::span<const SampleResult> lp,
-                         int64_t* offset) {
+json completion_logprobs(const Tokenizer& tok, std::span<const SampleResult> lp, int64_t* offset) {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        text_offset = json::array();
   for (const SampleResult& r : lp) {

@@ -112,7 +112,7 @@ TEST_F(EngineTest, GreedyLogprobsAreTheLogSoftmaxOfTheOracleLogits) {
       std::sort(sorted.rbegin(), sorted.rend());
       ASSERT_EQ(lp.top.size(), size_t(r.logprobs));
       for (size_t t = 0; t < lp.top.size(); ++t) {
-        EXPECT_NEAR(lp.top[t].logprob, sorted[t], 1e-3);  // the t-th largest
+        EXPECT_NEAR(lp.top[t].logprob, sorted[t], 1e-3);                 // the t-th largest
         EXPECT_NEAR(lp.top[t].logprob, ls[size_t(lp.top[t].id)], 1e-3);  // of that id
       }
       if (!lp.top.empty()) {

@@ -30,8 +30,7 @@ std::vector<int32_t> random_ids(std::mt19937& rng, size_t n, size_t V) {
 
 // OpenAI / HF semantics, one token at a time.
 std::vector<double> penalised(const std::vector<float>& raw, const SamplingParams& p,
-                              const std::vector<int32_t>& prompt,
-                              const std::vector<int32_t>& gen) {
+                              const std::vector<int32_t>& prompt, const std::vector<int32_t>& gen) {
   std::map<int32_t, int> count;
   for (int32_t t : gen) ++count[t];
   std::set<int32_t> seen(prompt.begin(), prompt.end());
@@ -39,8 +38,7 @@ std::vector<double> penalised(const std::vector<float>& raw, const SamplingParam
   std::vector<double> out(raw.size());
   for (size_t t = 0; t < raw.size(); ++t) {
     double l = raw[t];
-    if (seen.count(int32_t(t)))
-      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+    if (seen.count(int32_t(t))) l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
     const int c = count.count(int32_t(t)) ? count[int32_t(t)] : 0;
     l -= double(p.frequency_penalty) * c + double(p.presence_penalty) * (c > 0 ? 1 : 0);
     out[t] = l;
@@ -76,8 +74,8 @@ TEST(HostSampling, PenaltiesMatchTheDirectFormula) {
     apply_penalties(got, p, prompt, gen, seen);
     std::vector<double> want = penalised(raw, p, prompt, gen);
     for (size_t t = 0; t < V; ++t)
-      EXPECT_NEAR(got[t], want[t], 1e-5 * (1 + std::fabs(want[t]))) << "trial " << trial
-                                                                     << " token " << t;
+      EXPECT_NEAR(got[t], want[t], 1e-5 * (1 + std::fabs(want[t])))
+          << "trial " << trial << " token " << t;
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), ptrdiff_t(V)) << "scratch left dirty";
   }
 }
