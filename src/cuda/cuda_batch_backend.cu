@@ -1,6 +1,8 @@
 // The batched CUDA backend: one forward step over every token of a Batch.
 //   tokens of all sequences -> one activation matrix [T, hidden]; projections
-//   through cuBLAS GEMMs (fp16/bf16 in, fp32 accumulate and out); RoPE with
+//   through cuBLAS GEMMs (fp16/bf16 in, fp32 accumulate and out), or batched
+//   GEMVs for up to 16 rows (gemv_batched.h, picked by a start-up timing of
+//   both per decode bucket; bucket 1 uses the single-stream fused GEMVs); RoPE with
 //   per-token positions and the KV write into paged blocks; attention per
 //   sequence through its block table (decode kernel for one-token sequences,
 //   tiled causal kernel for prefill chunks); LM head only on rows that sample;
@@ -14,10 +16,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "core/check.h"
 #include "cuda/buffer.h"
 #include "cuda/cuda_batch_backend.h"
+#include "cuda/gemv_batched.h"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 #include "cuda/paged_attention.cuh"
@@ -64,6 +68,32 @@ std::vector<int> graph_buckets(int max_seqs) {
   return b;
 }
 
+// Page-locked host staging of the step metadata: cudaMemcpyAsync from it is
+// a real asynchronous DMA, where a copy from pageable memory blocks the host
+// while the driver stages it (several per step). Written only between steps:
+// step() synchronises before it returns.
+class PinnedInts {
+ public:
+  PinnedInts() = default;
+  explicit PinnedInts(size_t n) {
+    HAYATE_CUDA_CHECK(cudaMallocHost(&p_, std::max<size_t>(n, 1) * sizeof(int32_t)));
+    std::fill_n(p_, n, 0);
+  }
+  PinnedInts(PinnedInts&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  PinnedInts& operator=(PinnedInts&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~PinnedInts() {
+    if (p_) cudaFreeHost(p_);
+  }
+  int32_t& operator[](size_t i) { return p_[i]; }
+  int32_t* data() { return p_; }
+
+ private:
+  int32_t* p_ = nullptr;
+};
+
 // The test hook behind cuda_batch_last_logits().
 class LogitsPeek {
  public:
@@ -74,7 +104,8 @@ class LogitsPeek {
 template <typename T>
 class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
  public:
-  CudaBatchBackend(const Model& model, const BatchBackendOptions& o) : c_(model.config) {
+  CudaBatchBackend(const Model& model, const BatchBackendOptions& o, DecodeMatmul matmul)
+      : c_(model.config), matmul_(matmul) {
     HAYATE_CHECK(o.block_size >= 1, "--block-size must be >= 1, got ", o.block_size);
     HAYATE_CHECK(o.num_blocks >= 0, "--num-kv-blocks must be >= 0, got ", o.num_blocks);
     HAYATE_CHECK(o.max_num_seqs >= 1, "--max-num-seqs must be >= 1, got ", o.max_num_seqs);
@@ -202,7 +233,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       upload(d_dec_, h_dec_.data(), n_dec);
       upload(d_tiles_, h_tiles_.data(), 2 * size_t(n_tiles));
       upload(d_sample_rows_, sample_rows.data(), sample_rows.size());
-      forward(rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m);
+      forward(rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m, {gemv_max_, false});
     }
     if (which.empty()) {
       HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
@@ -221,11 +252,19 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   }
 
  private:
+  // How forward() multiplies: products with at most gemv_rows rows run as
+  // batched GEMVs, larger ones through cuBLAS. fused (one row, sampled, graph
+  // only): the single-stream GEMVs with RMSNorm / SiLU*mul fused, fp32 act.
+  struct Matmul {
+    int gemv_rows = 0;
+    bool fused = false;
+  };
+
   // ---- the forward pass over `rows` token rows ----------------------------------
   // dec_rows [n_dec]: rows of one-token sequences; tiles (d_tiles_) [n_tiles]:
   // prefill query tiles; sample_rows [m]: rows whose logits are sampled.
   void forward(int rows, const int32_t* dec_rows, int n_dec, int n_tiles,
-               const int32_t* sample_rows, int m) {
+               const int32_t* sample_rows, int m, Matmul mm) {
     const int D = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
     const int qd = c_.q_dim(), qkvd = c_.qkv_dim();
     const float eps = c_.rms_norm_eps;
@@ -237,8 +276,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
       T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;  // [blocks, bs, kv_dim]
       T* vp = v_pool_.as<T>() + size_t(l) * layer_elems;
-      rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);                 // XN [rows, D]
-      gemm(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f);                    // QKV [rows, qkv]
+      if (mm.fused) {
+        gemv(L.wqkv, qkvd, D, h_, L.attn_norm, eps, big_, s_, false);  // QKV [1, qkv]
+      } else {
+        rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);     // XN [rows, D]
+        matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, mm);  // QKV [rows, qkv]
+      }
       paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
       if (n_dec > 0)                                                   // ATT [rows, qd]
         paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, part_, part_o_,
@@ -246,16 +289,32 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       if (n_tiles > 0)
         paged_attention_prefill(q_, kp, vp, sh, meta, reinterpret_cast<const int2*>(d_tiles_),
                                 n_tiles, attn_, s_);
-      gemm(L.wo, attn_, rows, D, qd, h_, 1.0f);            // H += ATT Wo^T
-      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);      // XN [rows, D]
-      gemm(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f);  // GU [rows, 2I]
-      silu_mul(big_, rows, I, xn_, s_);                    // ACT [rows, I]
-      gemm(L.w_down, xn_, rows, D, I, h_, 1.0f);           // H += ACT Wd^T
+      matmul(L.wo, attn_, rows, D, qd, h_, 1.0f, mm);  // H += ATT Wo^T
+      if (mm.fused) {
+        gemv_gate_up(L.w_gate_up, I, D, h_, L.ffn_norm, eps, big_, s_, false);  // ACT [1, I] f32
+        gemv_residual(L.w_down, D, I, big_, h_, s_, false);                     // H += ACT Wd^T
+        continue;
+      }
+      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);            // XN [rows, D]
+      matmul(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f, mm);  // GU [rows, 2I]
+      silu_mul(big_, rows, I, xn_, s_);                          // ACT [rows, I]
+      matmul(L.w_down, xn_, rows, D, I, h_, 1.0f, mm);           // H += ACT Wd^T
     }
     if (m == 0) return;
-    rmsnorm_gather(h_, sample_rows, w_.final_norm, m, D, eps, last_, s_);  // [m, D]
-    gemm(w_.lm_head, last_, m, V, D, logits_, 0.0f);                       // logits [m, V]
-    argmax_rows(logits_, m, V, d_out_, s_);                                // out [m] (greedy)
+    if (mm.fused) {  // the one row is row 0 and samples
+      gemv(w_.lm_head, V, D, h_, w_.final_norm, eps, logits_, s_, false);  // logits [1, V]
+    } else {
+      rmsnorm_gather(h_, sample_rows, w_.final_norm, m, D, eps, last_, s_);  // [m, D]
+      matmul(w_.lm_head, last_, m, V, D, logits_, 0.0f, mm);                 // logits [m, V]
+    }
+    argmax_rows(logits_, m, V, d_out_, s_);  // out [m] (greedy)
+  }
+
+  void matmul(const T* W, const T* x, int m, int N, int K, float* y, float beta, Matmul mm) {
+    if (m <= mm.gemv_rows)
+      gemv_batched(W, x, m, N, K, y, beta, s_);
+    else
+      gemm(W, x, m, N, K, y, beta);
   }
 
   // y [m, N] = x [m, K] . W [N, K]^T + beta y (fp32 out). Column-major view:
@@ -328,12 +387,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const size_t ws = sampling_workspace_bytes(c_.vocab_size);
     sample_ws_ = alloc<char>(ws);
     HAYATE_CUDA_CHECK(cudaMemsetAsync(sample_ws_, 0, ws, s_));
-    h_tokens_.assign(T_, 0);
-    h_pos_.assign(T_, 0);
-    h_seq_.assign(T_, 0);
-    h_dec_.assign(T_, 0);
-    h_tiles_.assign(2 * (T_ + S), 0);
-    h_tables_.assign(S * size_t(max_blocks_), 0);
+    h_tokens_ = PinnedInts(T_);
+    h_pos_ = PinnedInts(T_);
+    h_seq_ = PinnedInts(T_);
+    h_dec_ = PinnedInts(T_);
+    h_tiles_ = PinnedInts(2 * (T_ + S));
+    h_tables_ = PinnedInts(S * size_t(max_blocks_));
     std::vector<int32_t> ident(S);
     for (size_t i = 0; i < S; ++i) ident[i] = int32_t(i);
     upload(d_ident_, ident.data(), S);
@@ -367,7 +426,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   }
 
   // One graph per bucket: forward(B rows, all decode, all sampled), warmed up
-  // eagerly first (lazy module loading, cuBLAS heuristics) on padding rows only.
+  // eagerly first (lazy module loading, cuBLAS heuristics) on padding rows
+  // only. Buckets of up to 16 rows are captured with each candidate matmul
+  // and the faster graph is kept (kAuto): the GEMV / cuBLAS crossover is
+  // measured on the device it runs on, and printed with every bucket's time
+  // (the step without attention work: the rest of a real step is attention).
   void capture_graphs() {
     const auto t0 = std::chrono::steady_clock::now();
     buckets_ = graph_buckets(max_seqs_);
@@ -381,63 +444,99 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     upload(d_pos_, h_pos_.data(), size_t(max_seqs_));
     upload(d_seq_, h_seq_.data(), size_t(max_seqs_));
     upload(d_tables_, h_tables_.data(), size_t(max_seqs_) * max_blocks_);
+    std::string report;
     for (int B : buckets_) {
-      forward(B, d_ident_, B, 0, d_ident_, B);
-      HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
-      cudaGraph_t graph = nullptr;
-      HAYATE_CUDA_CHECK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
-      forward(B, d_ident_, B, 0, d_ident_, B);
-      HAYATE_CUDA_CHECK(cudaStreamEndCapture(s_, &graph));
-      cudaGraphExec_t exec = nullptr;
-      HAYATE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      HAYATE_CUDA_CHECK(cudaGraphDestroy(graph));
-      graphs_.push_back(exec);
+      std::vector<Matmul> cands;  // first = the choice when only one is allowed
+      const bool small = B <= kGemvBatchedMaxRows;
+      if (small && matmul_ != DecodeMatmul::kCublas) cands.push_back({B, B == 1});
+      if (small && matmul_ == DecodeMatmul::kAuto && B == 1) cands.push_back({1, false});
+      if (!small || matmul_ != DecodeMatmul::kGemv) cands.push_back({0, false});
+      cudaGraphExec_t best = nullptr;
+      float best_ms = 0.0f;
+      Matmul best_mm;
+      for (const Matmul& mm : cands) {
+        cudaGraphExec_t exec = capture(B, mm);
+        const float ms = time_graph(exec);
+        report += cat(" b", B,
+                      mm.fused       ? " fused "
+                      : mm.gemv_rows ? " gemv "
+                                     : " cublas ",
+                      int(ms * 1000.0f));
+        if (best == nullptr || ms < best_ms) {
+          if (best) HAYATE_CUDA_CHECK(cudaGraphExecDestroy(best));
+          best = exec;
+          best_ms = ms;
+          best_mm = mm;
+        } else {
+          HAYATE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        }
+      }
+      graphs_.push_back(best);
+      if (best_mm.gemv_rows > 0) gemv_max_ = std::max(gemv_max_, B);  // eager steps: m <= this
     }
-    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "hayate: captured %zu decode graphs (batch 1..%d) in %.0f ms\n",
-                 graphs_.size(), max_seqs_, ms);
+    std::fprintf(stderr,
+                 "hayate: captured %zu decode graphs (batch 1..%d) in %.0f ms; batched GEMV for "
+                 "up to %d rows; us/step on padding rows (attention over one key):%s\n",
+                 graphs_.size(), max_seqs_, ms, gemv_max_, report.c_str());
   }
 
+  cudaGraphExec_t capture(int B, Matmul mm) {
+    forward(B, d_ident_, B, 0, d_ident_, B, mm);
+    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
+    cudaGraph_t graph = nullptr;
+    HAYATE_CUDA_CHECK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+    forward(B, d_ident_, B, 0, d_ident_, B, mm);
+    HAYATE_CUDA_CHECK(cudaStreamEndCapture(s_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    HAYATE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    HAYATE_CUDA_CHECK(cudaGraphDestroy(graph));
+    return exec;
+  }
+
+  // Mean ms of 5 replays after one warm replay (padding rows: same weights
+  // streamed as a real step, attention over one key).
+  float time_graph(cudaGraphExec_t exec) {
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    HAYATE_CUDA_CHECK(cudaEventCreate(&e0));
+    HAYATE_CUDA_CHECK(cudaEventCreate(&e1));
+    HAYATE_CUDA_CHECK(cudaGraphLaunch(exec, s_));
+    HAYATE_CUDA_CHECK(cudaEventRecord(e0, s_));
+    constexpr int kReps = 5;
+    for (int i = 0; i < kReps; ++i) HAYATE_CUDA_CHECK(cudaGraphLaunch(exec, s_));
+    HAYATE_CUDA_CHECK(cudaEventRecord(e1, s_));
+    HAYATE_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    HAYATE_CUDA_CHECK(cudaEventDestroy(e0));
+    HAYATE_CUDA_CHECK(cudaEventDestroy(e1));
+    return ms / kReps;
+  }
+
+  // The shared checks plus this backend's limits (workspace rows, block-table
+  // stride, vocabulary rows of the embedding, sampling params).
   void validate(const Batch& batch, std::span<const int32_t> sampled) const {
-    HAYATE_CHECK(!batch.seqs.empty(), "batch step: no sequences");
-    HAYATE_CHECK(sampled.size() == batch.seqs.size(), "batch step: ", sampled.size(),
-                 " output slots for ", batch.seqs.size(), " sequences");
+    validate_batch(batch, sampled, max_model_len_, block_size_, num_blocks_);
     HAYATE_CHECK(int(batch.seqs.size()) <= max_seqs_, "batch step: ", batch.seqs.size(),
                  " sequences exceed --max-num-seqs ", max_seqs_);
-    int total = 0;
+    HAYATE_CHECK(batch.num_tokens <= max_tokens_, "batch step: ", batch.num_tokens,
+                 " tokens exceed --max-num-batched-tokens ", max_tokens_);
     for (const BatchSeq& s : batch.seqs) {
-      const int n = int(s.tokens.size());
-      HAYATE_CHECK(n > 0, "batch step: sequence ", s.seq_id, " has no tokens");
-      HAYATE_CHECK(s.start_pos >= 0 && int64_t(s.start_pos) + n <= max_model_len_,
-                   "batch step: sequence ", s.seq_id, " positions [", s.start_pos, ", ",
-                   int64_t(s.start_pos) + n, ") exceed max_model_len ", max_model_len_);
-      HAYATE_CHECK(int64_t(s.block_table.size()) * block_size_ >= int64_t(s.start_pos) + n,
-                   "batch step: sequence ", s.seq_id, " has ", s.block_table.size(), " blocks for ",
-                   s.start_pos + n, " positions");
       HAYATE_CHECK(int(s.block_table.size()) <= max_blocks_, "batch step: sequence ", s.seq_id,
                    " has ", s.block_table.size(), " blocks, more than max_model_len needs");
-      for (int32_t b : s.block_table)
-        HAYATE_CHECK(b >= 0 && b < num_blocks_, "batch step: sequence ", s.seq_id, " names block ",
-                     b, " outside the pool of ", num_blocks_);
       for (int32_t t : s.tokens)
         HAYATE_CHECK(t >= 0 && t < c_.vocab_size, "batch step: token id ", t, " outside [0, ",
                      c_.vocab_size, ")");
-      HAYATE_CHECK(!s.sample || s.sampling != nullptr, "batch step: sequence ", s.seq_id,
-                   " samples without sampling params");
       if (s.sample) s.sampling->validate();
-      total += n;
     }
-    HAYATE_CHECK(total == batch.num_tokens, "batch step: num_tokens ", batch.num_tokens,
-                 " but the sequences hold ", total);
-    HAYATE_CHECK(total <= max_tokens_, "batch step: ", total,
-                 " tokens exceed --max-num-batched-tokens ", max_tokens_);
   }
 
   ModelConfig c_;
   int max_model_len_ = 0, block_size_ = 0, num_blocks_ = 0, max_seqs_ = 0, max_tokens_ = 0;
   int max_blocks_ = 0, n_splits_ = 1, part_ = 0;
+  DecodeMatmul matmul_ = DecodeMatmul::kAuto;
+  int gemv_max_ = 0;  // largest bucket whose graph runs batched GEMVs (eager steps follow it)
   cudaStream_t s_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer cublas_ws_;
@@ -454,7 +553,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int32_t *d_tables_ = nullptr, *d_out_ = nullptr;
   StepState* states_ = nullptr;
   char* sample_ws_ = nullptr;
-  std::vector<int32_t> h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
+  PinnedInts h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
   std::vector<int> buckets_;
   std::vector<int> last_slot_;  // logits row of each sampled seq of the last step
   std::vector<cudaGraphExec_t> graphs_;
@@ -471,7 +570,8 @@ std::vector<float> cuda_batch_last_logits(BatchBackend& backend) {
 }
 
 std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
-                                                      const BatchBackendOptions& options) {
+                                                      const BatchBackendOptions& options,
+                                                      DecodeMatmul matmul) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
@@ -484,9 +584,9 @@ std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
                "this GPU is not supported by this build (compiled for sm_90a)");
   switch (options.dtype) {  // the one place where the runtime dtype becomes T
     case DType::F16:
-      return std::make_unique<cuda::CudaBatchBackend<half>>(model, options);
+      return std::make_unique<cuda::CudaBatchBackend<half>>(model, options, matmul);
     case DType::BF16:
-      return std::make_unique<cuda::CudaBatchBackend<__nv_bfloat16>>(model, options);
+      return std::make_unique<cuda::CudaBatchBackend<__nv_bfloat16>>(model, options, matmul);
     case DType::F32:
       break;
   }

@@ -12,13 +12,23 @@ namespace hayate {
 
 struct Model;
 
+// How the decode graphs of small buckets multiply by the weights. kAuto
+// captures each bucket of up to 16 rows both ways at start-up, times a few
+// replays of each, and keeps the faster (printed to stderr); tests force one.
+//   kCublas: cuBLAS GEMMs (tensor cores), separate RMSNorm and SiLU*mul.
+//   kGemv:   batched GEMVs (weights read once for all rows) for buckets of up
+//            to 16 rows; bucket 1 runs the single-stream backend's fused GEMVs
+//            (RMSNorm and SiLU*mul fused into them, fp32 activations).
+enum class DecodeMatmul { kAuto, kCublas, kGemv };
+
 // Weights in options.dtype (f16 or bf16); the KV pool takes what is left of
 // options.gpu_memory_fraction of device memory after weights and workspace
 // (or exactly options.num_blocks blocks when that is > 0, for tests). All-
 // decode steps replay a CUDA graph per batch-size bucket captured here.
 // Throws Error for bad options, an unsupported GPU or too little memory.
 std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
-                                                      const BatchBackendOptions& options);
+                                                      const BatchBackendOptions& options,
+                                                      DecodeMatmul matmul = DecodeMatmul::kAuto);
 
 // Test hook: logits [sampled sequences of the last step, in batch order,
 // vocab] of the last step(). Throws Error for any other backend.

@@ -77,4 +77,11 @@ class BatchBackend {
   virtual void last_logits_row(int j, std::span<float> out) = 0;
 };
 
+// The checks every backend makes of a step's input (throws Error): sequences
+// present, one output slot each, tokens in each, positions inside
+// [0, max_model_len), enough blocks in the table for them, block ids inside
+// [0, num_blocks), sampling params where sampling, num_tokens the sum.
+void validate_batch(const Batch& batch, std::span<const int32_t> sampled, int max_model_len,
+                    int block_size, int num_blocks);
+
 }  // namespace hayate

@@ -107,8 +107,15 @@ struct Seq {
   std::unique_ptr<Backend> oracle;  // single-sequence CPU backend fed the same tokens
 };
 
-TEST_F(BatchBackendTest, StepsMatchCpuPagedAndSingleSequence) {
-  std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, options(80));
+// Both matmul paths of the decode graphs: cuBLAS everywhere, and batched
+// GEMVs for every bucket of this test (max 8 seqs; bucket 1 = the fused
+// single-stream GEMVs, reached when only one sequence is left) and for the
+// eager steps' products of up to 8 rows.
+class BatchStepsTest : public BatchBackendTest,
+                       public ::testing::WithParamInterface<DecodeMatmul> {};
+
+TEST_P(BatchStepsTest, StepsMatchCpuPagedAndSingleSequence) {
+  std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, options(80), GetParam());
   std::unique_ptr<BatchBackend> cpu = make_cpu_paged_backend(*model_, options(80));
   ASSERT_EQ(gpu->num_blocks(), 80);
   std::mt19937 rng(1234);
@@ -130,7 +137,7 @@ TEST_F(BatchBackendTest, StepsMatchCpuPagedAndSingleSequence) {
     s.oracle = single_cpu();
   }
   const SamplingParams greedy;
-  int graph_steps = 0, mixed_steps = 0;
+  int graph_steps = 0, mixed_steps = 0, single_steps = 0;
   for (int step = 0; step < 40; ++step) {
     Batch b;
     std::vector<size_t> idx;
@@ -152,6 +159,7 @@ TEST_F(BatchBackendTest, StepsMatchCpuPagedAndSingleSequence) {
     }
     if (b.seqs.empty()) break;
     (b.all_decode() ? graph_steps : mixed_steps)++;
+    if (b.all_decode() && b.seqs.size() == 1) ++single_steps;
     std::vector<int32_t> g(b.seqs.size(), -1), c(b.seqs.size(), -1);
     gpu->step(b, g);
     const std::vector<float> glog = cuda_batch_last_logits(*gpu);
@@ -176,7 +184,14 @@ TEST_F(BatchBackendTest, StepsMatchCpuPagedAndSingleSequence) {
   }
   EXPECT_GT(graph_steps, 5) << "decode graphs were not exercised";
   EXPECT_GE(mixed_steps, 3) << "chunked prefill was not exercised";
+  EXPECT_GT(single_steps, 0) << "the batch-1 graph was not exercised";
 }
+
+INSTANTIATE_TEST_SUITE_P(Matmul, BatchStepsTest,
+                         ::testing::Values(DecodeMatmul::kCublas, DecodeMatmul::kGemv),
+                         [](const ::testing::TestParamInfo<DecodeMatmul>& i) {
+                           return std::string(i.param == DecodeMatmul::kGemv ? "Gemv" : "Cublas");
+                         });
 
 // Contexts past one decode partition (512 keys with max_model_len 2048): the
 // split-KV decode kernel and its combine, in graph replays of bucket 2.
