@@ -270,20 +270,22 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const float eps = c_.rms_norm_eps;
     const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
     const PagedMeta meta{d_pos_, d_seq_, d_tables_};
+    const PagedQkvShape pq{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_};
     const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
     embed(w_.embed, d_tokens_, rows, D, h_, s_, false);  // H [rows, D]
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
       T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;  // [blocks, bs, kv_dim]
       T* vp = v_pool_.as<T>() + size_t(l) * layer_elems;
-      if (mm.fused) {
-        gemv(L.wqkv, qkvd, D, h_, L.attn_norm, eps, big_, s_, false);  // QKV [1, qkv]
+      if (mm.fused) {  // Q [1, qd] roped; K, V -> pool; RMSNorm fused
+        gemv_qkv_rope_paged(L.wqkv, pq, D, h_, L.attn_norm, eps, inv_freq_, d_pos_, d_tables_, q_,
+                            kp, vp, s_);
       } else {
-        rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);     // XN [rows, D]
-        matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, mm);  // QKV [rows, qkv]
+        rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);                 // XN [rows, D]
+        matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, mm);              // QKV [rows, qkv]
+        paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
       }
-      paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
-      if (n_dec > 0)                                                   // ATT [rows, qd]
+      if (n_dec > 0)  // ATT [rows, qd]
         paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, part_, part_o_,
                                part_ml_, attn_, s_);
       if (n_tiles > 0)
