@@ -56,7 +56,8 @@ stop_server() {
 trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
 
 URL=""
-for ((i = 0; i < STARTUP_S * 10; i++)); do
+T0=$SECONDS
+while ((SECONDS - T0 < STARTUP_S)); do
   kill -0 "$SERVER" 2>/dev/null || { note "server exited during startup"; tail -20 "$DEST/server.log" >&2; exit 1; }
   if [[ -z $URL ]]; then
     URL=$(grep -oE 'listening on http://[0-9.]+:[0-9]+' "$DEST/server.log" | head -1 | cut -d' ' -f3 || true)
@@ -66,7 +67,7 @@ for ((i = 0; i < STARTUP_S * 10; i++)); do
 done
 [[ -n $URL && $(curl -s -o /dev/null -w '%{http_code}' "$URL/health") == 200 ]] ||
   { note "no /health 200 within ${STARTUP_S}s"; exit 1; }
-note "server healthy at $URL after $((i / 10)) s"
+note "server healthy at $URL after $((SECONDS - T0)) s"
 
 serve_bench() {  # name prompts concurrency
   note "serve bench $1: $2 prompts, concurrency $3, $LEN/$LEN tokens"
