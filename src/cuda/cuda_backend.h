@@ -18,12 +18,15 @@ int cuda_device_count();
 //   to 0.4 ms slower with full-occupancy GEMV grids);
 // - gemv_blocks_per_sm: cap on the decode GEMVs' one-wave grid (0 = as many as
 //   fit), so the next kernel's blocks can be resident early under PDL;
+// - gemv_two_rounds: GEMVs with K <= 4096 keep two rounds of weight loads in
+//   flight per thread (gemv2_kernel) instead of one;
 // - short_attention: contexts that fit one block per query head take the
 //   one-pass attention kernel (a second pair of graphs).
 struct CudaTuning {
   bool pdl = false;
   int gemv_blocks_per_sm = 0;
   bool short_attention = true;
+  bool gemv_two_rounds = true;
 };
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options,
                                            const CudaTuning& tuning);

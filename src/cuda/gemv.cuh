@@ -12,15 +12,15 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "cuda/common.cuh"
+#include "cuda/rope.cuh"
 
 namespace hayate::cuda {
 
 constexpr int kGemvThreads = 256;
-// At most 64 registers, so 4 blocks (32 KB of weight loads in flight per
-// block round... 64 KB per SM) fit: QKV's RoPE epilogue alone pushed it to 76
-// registers and 3 blocks per SM.
-constexpr int kGemvMinBlocks = 4;
 
 // The input vector: x (fp32, K), optionally RMS-normalised with weight norm_w
 // (the norm is fused: each block computes rsqrt(mean(x^2) + eps) itself).
@@ -31,8 +31,11 @@ struct GemvInput {
   float eps = 0.0f;
 };
 
-template <typename T, int R, int U, int KSPLIT, bool kNorm, typename Epi>
-__global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks)
+// MINB: minimum blocks per SM for ptxas, i.e. a cap of 64 registers at 4, so
+// 4 blocks of 256 threads fit per SM (uncapped, the fused variants take 67-80
+// registers and 3 blocks). The lab also times MINB 1.
+template <typename T, int R, int U, int KSPLIT, bool kNorm, typename Epi, int MINB = 4>
+__global__ void __launch_bounds__(kGemvThreads, MINB)
 gemv_kernel(const T* __restrict__ W,  // [rows, K]
             int K, int groups, GemvInput<T> in, Epi epi) {
   static_assert(kGemvThreads % (32 * KSPLIT) == 0);
@@ -173,6 +176,135 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
   }
 }
 
+// Two rounds in flight (run 8). When a row group's whole row is one batch of
+// loads per thread (K <= U * 8 * 32 * KSPLIT: K = 4096 with U = 2, KSPLIT = 8),
+// each thread holds the loads of the current round and of the next in the
+// same registers that gemv_kernel's U = 4 spends (half idle at K = 4096), so
+// an SM keeps twice the bytes in flight at the same occupancy. A buffer is
+// refilled with the round after next as soon as its dot products are done.
+template <int B>
+using Buf = std::integral_constant<int, B>;
+
+template <typename T, int R, int U, int KSPLIT, bool kNorm, typename Epi>
+__global__ void __launch_bounds__(kGemvThreads, 4)
+gemv2_kernel(const T* __restrict__ W,  // [rows, K], K <= U * 8 * 32 * KSPLIT
+             int K, int groups, GemvInput<T> in, Epi epi) {
+  static_assert(kGemvThreads % (32 * KSPLIT) == 0);
+  constexpr int kGroupThreads = 32 * KSPLIT;
+  constexpr int kGroupsPerBlock = kGemvThreads / kGroupThreads;
+  extern __shared__ float xs[];  // [K] normalised x, when kNorm
+  const int t = threadIdx.x % kGroupThreads, slot = threadIdx.x / kGroupThreads;
+  const int nchunks = K / 8;
+  const int stride = gridDim.x * kGroupsPerBlock;
+
+  uint4 w[2][R][U];
+  auto issue = [&](auto buf, int base) {
+    constexpr int b = decltype(buf)::value;
+    const int g = base + slot;
+    const bool active = g < groups;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const T* row = W + size_t(active ? epi.row(g, r) : 0) * K;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = t + u * kGroupThreads;
+        w[b][r][u] = (active && c < nchunks) ? load_stream(row + size_t(c) * 8) : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+
+  // Two rounds of weight loads before waiting on the previous kernel.
+  int base = blockIdx.x * kGroupsPerBlock;
+  issue(Buf<0>{}, base);
+  issue(Buf<1>{}, base + stride);
+  griddep_wait();
+
+  const float* x = in.x;
+  float rstd = 1.0f, ss = 0.0f;
+  if constexpr (kNorm) {
+#pragma unroll 4
+    for (int k4 = threadIdx.x; k4 < K / 4; k4 += kGemvThreads) {
+      const float4 v = reinterpret_cast<const float4*>(in.x)[k4];
+      float n[4];
+      unpack4<T>(reinterpret_cast<const uint2*>(in.norm_w)[k4], n);
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      reinterpret_cast<float4*>(xs)[k4] = make_float4(v.x * n[0], v.y * n[1], v.z * n[2], v.w * n[3]);
+    }
+    __syncthreads();  // xs complete
+    x = xs;
+  }
+  bool first_round = true;
+  int parity = 0;
+
+  // One round on buffer b; returns true after the block's last round.
+  auto round = [&](auto buf) {
+    constexpr int b = decltype(buf)::value;
+    const int g = base + slot;
+    const bool active = g < groups;
+    if (base + stride >= groups) griddep_launch();
+    float acc[R] = {};
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = t + u * kGroupThreads;
+      if (c < nchunks) {
+        const float4 xa = *reinterpret_cast<const float4*>(x + size_t(c) * 8);
+        const float4 xb = *reinterpret_cast<const float4*>(x + size_t(c) * 8 + 4);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float f[8];
+          unpack8<T>(w[b][r][u], f);
+          acc[r] += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x +
+                    f[5] * xb.y + f[6] * xb.z + f[7] * xb.w;
+        }
+      }
+    }
+    // This buffer is free: refill it with the round after next.
+    if (base + 2 * stride < groups) issue(buf, base + 2 * stride);
+    if constexpr (kNorm) {
+      if (first_round) {
+        __shared__ float red[kGemvThreads / 32];
+        ss = warp_sum(ss);
+        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
+        __syncthreads();  // red complete
+        ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kGemvThreads / 32; ++i) ss += red[i];
+        rstd = rsqrtf(ss / float(K) + in.eps);
+        first_round = false;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]) * rstd;
+    if constexpr (KSPLIT > 1) {
+      // Partial sums double-buffered by round parity, as in gemv_kernel.
+      __shared__ float part[2][kGemvThreads / 32][R];
+      const int warp = threadIdx.x / 32;
+      if (threadIdx.x % 32 == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[parity][warp][r] = acc[r];
+      __syncthreads();  // partial sums of all warps of the group
+      if (t == 0 && active) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          acc[r] = 0.0f;
+          for (int i = 0; i < KSPLIT; ++i) acc[r] += part[parity][warp + i][r];
+        }
+        epi.store(g, acc, epi.prepare(g));
+      }
+      parity ^= 1;
+    } else if (t == 0 && active) {
+      epi.store(g, acc, epi.prepare(g));
+    }
+    const bool last = base + stride >= groups;
+    base += stride;
+    return last;
+  };
+  for (;;) {
+    if (round(Buf<0>{})) break;
+    if (round(Buf<1>{})) break;
+  }
+}
+
 // ---- epilogues: row mapping of a row group, and where its sums go ----------
 
 // Each epilogue maps a row group to its rows (row), reads what it needs from
@@ -193,24 +325,30 @@ struct StoreEpi {
   }
 };
 
-// h[row] += sum: the residual add after o_proj and down_proj. h is read in
-// prepare (after griddep_wait: the previous kernel may have written it).
-template <int R>
+// h[row] += sum: the residual add after o_proj and down_proj. kEarly reads h
+// in prepare (after griddep_wait: the previous kernel may have written it);
+// run 8 measured that ~1 us slower per launch than reading it in store.
+template <int R, bool kEarly = false>
 struct ResidualEpi {
   float* h;
-  struct Pre {
+  struct Early {
     float v[R];
   };
+  using Pre = std::conditional_t<kEarly, Early, NoPre>;
   __device__ int row(int g, int r) const { return g * R + r; }
   __device__ Pre prepare(int g) const {
-    Pre p;
+    Pre p{};
+    if constexpr (kEarly)
 #pragma unroll
-    for (int r = 0; r < R; ++r) p.v[r] = h[g * R + r];
+      for (int r = 0; r < R; ++r) p.v[r] = h[g * R + r];
     return p;
   }
   __device__ void store(int g, const float (&acc)[R], const Pre& p) const {
 #pragma unroll
-    for (int r = 0; r < R; ++r) h[g * R + r] = p.v[r] + acc[r];
+    for (int r = 0; r < R; ++r) {
+      if constexpr (kEarly) h[g * R + r] = p.v[r] + acc[r];
+      else h[g * R + r] += acc[r];
+    }
   }
 };
 
@@ -224,6 +362,54 @@ struct SiluMulEpi {
   __device__ void store(int g, const float (&acc)[2], Pre) const {
     const float gate = acc[0];
     act[g] = gate / (1.0f + __expf(-gate)) * acc[1];
+  }
+};
+
+// The QKV epilogue: RoPE and the KV-cache append. Row group g holds rows i
+// and i + d/2 of one head (the pair RoPE rotates together): heads
+// [0, n_heads) are q, then n_kv_heads of k, then of v. kEarly reads the
+// position and frequency in prepare (lab variant; production reads them in
+// store).
+template <typename T, bool kEarly = false>
+struct QkvRopeEpi {
+  float* q;                // [n_heads * d]
+  T* k_cache;              // [max_ctx, kv_dim], this layer
+  T* v_cache;
+  const int32_t* pos;      // device: the step's position
+  const float* inv_freq;   // [d / 2]
+  int half_dim, n_heads, n_kv_heads;
+  struct Early {
+    int pos;
+    float inv_freq;
+  };
+  using Pre = std::conditional_t<kEarly, Early, NoPre>;
+  __device__ int row(int g, int r) const {
+    const int head = g / half_dim, i = g % half_dim;
+    return head * 2 * half_dim + i + r * half_dim;
+  }
+  __device__ Pre prepare(int g) const {
+    if constexpr (kEarly) return {*pos, inv_freq[g % half_dim]};
+    else return {};
+  }
+  __device__ void store(int g, const float (&acc)[2], const Pre& pre) const {
+    const int head = g / half_dim, i = g % half_dim, d = 2 * half_dim;
+    int p;
+    float f;
+    if constexpr (kEarly) p = pre.pos, f = pre.inv_freq;
+    else p = *pos, f = inv_freq[i];
+    float a = acc[0], b = acc[1];
+    if (head < n_heads + n_kv_heads) rope_rotate(a, b, p, f);
+    if (head < n_heads) {
+      q[head * d + i] = a;
+      q[head * d + i + half_dim] = b;
+      return;
+    }
+    const int kv_dim = n_kv_heads * d;
+    const bool is_k = head < n_heads + n_kv_heads;
+    T* dst = (is_k ? k_cache : v_cache) + size_t(p) * kv_dim +
+             (head - n_heads - (is_k ? 0 : n_kv_heads)) * d;
+    dst[i] = from_f32<T>(a);
+    dst[i + half_dim] = from_f32<T>(b);
   }
 };
 

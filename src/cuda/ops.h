@@ -51,10 +51,12 @@ void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* n
 // The same four with launch options (run 8): blocks_per_sm > 0 caps the
 // one-wave grid below full occupancy so that, under PDL, the next kernel's
 // blocks fit beside it and start their weight loads early.
+// two_rounds: rows of K <= 4096 keep two rounds of loads in flight per thread.
 struct GemvLaunch {
   cudaStream_t s = nullptr;
   bool pdl = false;
   int blocks_per_sm = 0;  // 0: as many as fit
+  bool two_rounds = true;
 };
 template <typename T>
 void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float eps, float* y,
@@ -130,6 +132,19 @@ void attention_prefill(const float* q, const T* k_cache, const T* v_cache, AttnS
 size_t sampling_workspace_bytes(int vocab);
 void sample(const float* logits, int vocab, const StepState* state, bool greedy, void* workspace,
             int32_t* token_out, cudaStream_t s, bool pdl);
+
+// ---- sampling_batched.cu -----------------------------------------------------
+// Non-greedy picks of n rows in one pass (one segmented sort, one pick launch
+// with a block per row; the walk and draw of sample() above). Row b is logits
+// row rows[b] ([*, vocab], device) with states[b] (temperature > 0: greedy rows
+// take argmax_rows instead); its id goes to out[rows[b]], every other entry of
+// out is left as it was. n <= max_rows; workspace:
+// batched_sampling_workspace_bytes(), prepared once by batched_sampling_init()
+// (about 16 * vocab * max_rows bytes: the sort's double buffers).
+size_t batched_sampling_workspace_bytes(int vocab, int max_rows);
+void batched_sampling_init(void* workspace, int vocab, int max_rows, cudaStream_t s);
+void sample_batched(const float* logits, int vocab, const int32_t* rows, const StepState* states,
+                    int n, int max_rows, void* workspace, int32_t* out, cudaStream_t s);
 
 // ---- dummy.cu: weight generation and conversion ---------------------------------
 // dst[i] = T(offset + scale * uniform_pm1(seed, stream, first + i)), i < n.

@@ -32,7 +32,10 @@ constexpr float kAtol = 2e-4f, kRtol = 2e-3f;
 TYPED_TEST(KernelTest, GemvPlainAndNormed) {
   using T = TypeParam;
   SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
-  for (auto [rows, K] : {std::pair{300, 1024}, std::pair{97, 136}, std::pair{4096, 4096}}) {
+  // K <= 4096 runs gemv2_kernel (two rounds in flight) unless two_rounds is
+  // off; K = 5000 always runs gemv_kernel.
+  for (auto [rows, K] : {std::pair{300, 1024}, std::pair{97, 136}, std::pair{4096, 4096},
+                         std::pair{256, 5000}}) {
     auto W = random_vec(size_t(rows) * K, this->rng_, -0.1f, 0.1f);
     auto x = random_vec(K, this->rng_, -2.0f, 2.0f);
     auto nw = random_vec(K, this->rng_, 0.5f, 1.5f);
@@ -41,14 +44,20 @@ TYPED_TEST(KernelTest, GemvPlainAndNormed) {
     Dev<T> dW = dev_t<T>(W), dnw = dev_t<T>(nw);
     Dev<float> dx(x), dy(rows);
     std::vector<float> ref(rows), xn(K);
-    gemv<T>(dW.get(), rows, K, dx.get(), nullptr, 0.0f, dy.get(), nullptr, false);
     cpu::matmul(W.data(), x.data(), ref.data(), 1, rows, K);
-    expect_close(dy.download(), ref, kAtol, kRtol, "gemv");
-    dy.poison();
-    gemv<T>(dW.get(), rows, K, dx.get(), dnw.get(), 1e-5f, dy.get(), nullptr, false);
     cpu::rmsnorm(x.data(), nw.data(), xn.data(), 1, K, 1e-5f);
-    cpu::matmul(W.data(), xn.data(), ref.data(), 1, rows, K);
-    expect_close(dy.download(), ref, kAtol, kRtol, "gemv with rmsnorm");
+    std::vector<float> ref_n(rows);
+    cpu::matmul(W.data(), xn.data(), ref_n.data(), 1, rows, K);
+    for (bool two : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "rows " << rows << " K " << K << " two_rounds " << two);
+      const GemvLaunch l{nullptr, false, 0, two};
+      dy.poison();
+      gemv<T>(dW.get(), rows, K, dx.get(), nullptr, 0.0f, dy.get(), l);
+      expect_close(dy.download(), ref, kAtol, kRtol, "gemv");
+      dy.poison();
+      gemv<T>(dW.get(), rows, K, dx.get(), dnw.get(), 1e-5f, dy.get(), l);
+      expect_close(dy.download(), ref_n, kAtol, kRtol, "gemv with rmsnorm");
+    }
   }
 }
 
@@ -60,12 +69,14 @@ TYPED_TEST(KernelTest, GemvResidual) {
   auto x = random_vec(K, this->rng_), h = random_vec(rows, this->rng_);
   round_to<T>(W);
   Dev<T> dW = dev_t<T>(W);
-  Dev<float> dx(x), dh(h);
-  gemv_residual<T>(dW.get(), rows, K, dx.get(), dh.get(), nullptr, false);
-  std::vector<float> y(rows);
+  std::vector<float> y(rows), want = h;
   cpu::matmul(W.data(), x.data(), y.data(), 1, rows, K);
-  cpu::add(h.data(), y.data(), rows);
-  expect_close(dh.download(), h, kAtol, kRtol, "h += W x");
+  cpu::add(want.data(), y.data(), rows);
+  for (bool two : {true, false}) {
+    Dev<float> dx(x), dh(h);
+    gemv_residual<T>(dW.get(), rows, K, dx.get(), dh.get(), GemvLaunch{nullptr, false, 0, two});
+    expect_close(dh.download(), want, kAtol, kRtol, two ? "h += W x (two rounds)" : "h += W x");
+  }
 }
 
 TYPED_TEST(KernelTest, GemvGateUpSilu) {
