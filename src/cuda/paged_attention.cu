@@ -1,34 +1,22 @@
 // Paged KV kernels of the batched backend (declarations and shapes in
-// paged_attention.cuh). Attention math is fp32 with K/V read in T; the
-// softmax is online (running max m, running sum l), so memory is O(n).
+// paged_attention.cuh): RoPE + KV write, decode attention (fp32 math on K/V
+// read in T, online softmax, split over the KV length), LM-head helpers.
+// The prefill attention lives in paged_prefill.cu.
 #include <cub/block/block_reduce.cuh>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/paged_attention.cuh"
+#include "cuda/paged_common.cuh"
 #include "cuda/rope.cuh"
 
 namespace hayate::cuda {
 
 namespace {
-
-constexpr int kDecodeWarps = 4;
-constexpr int kPrefillThreads = 128;
-constexpr int kPrefillRows = 64;  // query-head rows per prefill block (tile tokens x group)
-constexpr int kKeyTile = 32;      // keys per prefill shared-memory tile
-
-__device__ __forceinline__ const int32_t* table_of(const PagedMeta& m, int seq, int max_blocks) {
-  return m.block_tables + size_t(seq) * max_blocks;
-}
-
-// Start of the kv_dim-wide row of position p in a pool.
-template <typename T>
-__device__ __forceinline__ const T* kv_row(const T* pool, const int32_t* table, int p, int bs,
-                                           int kv_dim) {
-  return pool + (size_t(table[p / bs]) * bs + p % bs) * kv_dim;
-}
 
 // ---- RoPE + KV write -------------------------------------------------------------
 
@@ -65,96 +53,194 @@ __global__ void paged_rope_kv_kernel(const float* __restrict__ qkv,  // [T, (H +
 
 // ---- decode attention ------------------------------------------------------------
 
-// E consecutive 16-bit values to floats; E = 4 (head_dim 128) as one 8-byte
-// load (aligned: kv_dim is a multiple of 32 and the lane offset of 4 elements).
-template <typename T, int E>
-__device__ __forceinline__ void load_row(const T* p, float (&f)[E]) {
-  if constexpr (E == 4) {
-    const uint2 u = *reinterpret_cast<const uint2*>(p);
-    const uint32_t w[2] = {u.x, u.y};
+// Decode is a stream of K/V rows: per step it reads len x 2 x kv_dim x 2 B for
+// every sequence and does 4 FMAs per byte at most, so the kernel is built to
+// keep HBM busy (bench/kernels/NOTES.md, "Paged attention"):
+// - a key's head row (HD x 2 B) is read by LPK = HD / 8 lanes with one 16-byte
+//   load each, so a warp holds 32 / LPK keys per load and U of those loads of K
+//   and of V are in flight per lane before any math (2 U with prefetch PF:
+//   the next chunk's loads go out before this chunk's math);
+// - the group's G query heads share every K/V load (GQA);
+// - the softmax is online per chunk of U x 32 / LPK keys (one rescale per
+//   chunk, not per key), in the log2 domain (exp2);
+// - the number of KV splits is chosen per launch from the number of (row, kv
+//   head) pairs and per row from its own length (decode_split_plan), so a
+//   short context is not cut into splits that only cost blocks and combining.
+constexpr int kDecodeWarps = 4;
+
+// Splits of a row of `len` keys when the grid has z split slots (<= the
+// workspace's n_splits, chosen by the launcher from the number of (row, kv
+// head) pairs, see PagedDecodeTuning): never splits shorter than min_part
+// keys. Parts are multiples of 16 keys so that splits start at KV-block edges
+// for the usual block sizes. Used identically by the decode and combine kernels.
+__host__ __device__ __forceinline__ int decode_splits_wanted(int pairs, int target_blocks) {
+  return (target_blocks + pairs - 1) / pairs;
+}
+__device__ __forceinline__ int2 decode_split_plan(int len, int z, int min_part) {
+  int used = min(z, (len + min_part - 1) / min_part);
+  used = max(used, 1);
+  int part = (len + used - 1) / used;
+  part = (part + 15) / 16 * 16;
+  used = (len + part - 1) / part;
+  return make_int2(used, part);
+}
+
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
+  const T* h = reinterpret_cast<const T*>(&u);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const T* h = reinterpret_cast<const T*>(&w[i]);
-      f[2 * i] = to_f32(h[0]);
-      f[2 * i + 1] = to_f32(h[1]);
+  for (int e = 0; e < 8; ++e) f[e] = to_f32(h[e]);
+}
+
+// Lane's K and V slices of keys k + u KPW (u < U), zeros past k1.
+template <typename T, int U, int KPW>
+__device__ __forceinline__ void load_chunk(const T* __restrict__ k_pool,
+                                           const T* __restrict__ v_pool,
+                                           const int32_t* __restrict__ table, int k, int k1, int bs,
+                                           int kv_dim, size_t col, uint4 (&kr)[U], uint4 (&vr)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int kk = k + u * KPW;
+    kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+    if (kk < k1) {
+      const size_t off = (size_t(table[kk / bs]) * bs + kk % bs) * kv_dim + col;
+      kr[u] = *reinterpret_cast<const uint4*>(k_pool + off);
+      vr[u] = *reinterpret_cast<const uint4*>(v_pool + off);
     }
-  } else {
-#pragma unroll
-    for (int e = 0; e < E; ++e) f[e] = to_f32(p[e]);
   }
 }
 
-// Block (row i, kv head, split): 4 warps share the split's keys round-robin;
-// lane owns E = HD / 32 dims of each of the group's G query heads, so a key's
-// K and V rows are read once for the whole group. Writes the split's
-// normalised output and (m, l), or, when the split is the only one, the
-// final output directly.
-template <typename T, int HD>
+// Block (row i, kv head, split): 4 warps take chunks of U x KPW consecutive
+// keys round-robin. Lane = (key slot kg, 8-dim slice sub). Each warp keeps
+// (m, l, acc) for the G heads; the block merges its warps in shared memory
+// and writes the split's normalised output and (m, l) in log2 units, or,
+// when the row has one split, the final output.
+template <typename T, int HD, int G, int U, bool PF>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     paged_decode_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
                         const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
-                        const int32_t* __restrict__ rows, int n_splits, int part,
+                        const int32_t* __restrict__ rows, int n_splits, int min_part,
                         float* __restrict__ part_o, float* __restrict__ part_ml,
                         T* __restrict__ out) {
-  constexpr int E = HD / 32;
+  constexpr int LPK = HD / 8, KPW = 32 / LPK, KPI = U * KPW;
   const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
   const int row = rows[i], len = meta.tok_pos[row] + 1;
-  const int k0 = sp * part, k1 = min(len, k0 + part);
-  if (k0 >= len) return;
-  const int G = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * HD, q_dim = sh.n_heads * HD;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int2 plan = decode_split_plan(len, int(gridDim.z), min_part);
+  if (sp >= plan.x) return;
+  const int k0 = sp * plan.y, k1 = min(len, k0 + plan.y);
+  const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * HD,
+            q_dim = sh.n_heads * HD, bs = sh.block_size;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kg = lane / LPK, sub = lane % LPK;
   const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
-  const float scale = rsqrtf(float(HD));
+  const float scale = rsqrtf(float(HD)) * 1.4426950408889634f;  // log2(e): softmax via exp2
 
-  float qr[kPagedMaxGroup][E], acc[kPagedMaxGroup][E], m[kPagedMaxGroup], l[kPagedMaxGroup];
+  float qf[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
-  for (int g = 0; g < kPagedMaxGroup; ++g) {
+  for (int g = 0; g < G; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.0f;
+    float4 lo = make_float4(0, 0, 0, 0), hi = lo;
+    if (g < Gr) {  // 32-byte aligned: q rows and head offsets are multiples of 8 floats
+      const float4* qp =
+          reinterpret_cast<const float4*>(q + size_t(row) * q_dim + (kh * Gr + g) * HD + sub * 8);
+      lo = qp[0];
+      hi = qp[1];
+    }
+    const float qv[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      qr[g][e] = g < G ? q[size_t(row) * q_dim + (kh * G + g) * HD + lane * E + e] * scale : 0.0f;
+    for (int e = 0; e < 8; ++e) {
+      qf[g][e] = qv[e] * scale;
       acc[g][e] = 0.0f;
     }
   }
-  for (int k = k0 + warp; k < k1; k += kDecodeWarps) {
-    const T* kr = kv_row(k_pool, table, k, sh.block_size, kv_dim) + kh * HD + lane * E;
-    const T* vr = kv_row(v_pool, table, k, sh.block_size, kv_dim) + kh * HD + lane * E;
-    float kf[E], vf[E];
-    load_row<T, E>(kr, kf);
-    load_row<T, E>(vr, vf);
+  const size_t col = size_t(kh) * HD + sub * 8;
+  // PF: the next chunk's K/V loads are issued before this chunk's math, so
+  // each warp always has a chunk in flight (2 x U x 16 B per lane more registers).
+  constexpr int kStride = kDecodeWarps * KPI;
+  uint4 kr[U], vr[U];
+  int base = k0 + warp * KPI;
+  if constexpr (PF) load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kg, k1, bs, kv_dim, col, kr, vr);
+  for (; base < k1; base += kStride) {
+    uint4 kn[U], vn[U];
+    if constexpr (PF)
+      load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kStride + kg, k1, bs, kv_dim, col, kn, vn);
+    else
+      load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kg, k1, bs, kv_dim, col, kr, vr);
+    float s[U][G];
 #pragma unroll
-    for (int g = 0; g < kPagedMaxGroup; ++g) {
-      if (g >= G) break;
-      float s = 0.0f;
+    for (int u = 0; u < U; ++u) {
+      float kf[8];
+      unpack8<T>(kr[u], kf);
 #pragma unroll
-      for (int e = 0; e < E; ++e) s += qr[g][e] * kf[e];
-      s = warp_sum(s);
-      const float m_new = fmaxf(m[g], s);
-      const float corr = __expf(m[g] - m_new), p = __expf(s - m_new);
-      l[g] = l[g] * corr + p;
+      for (int g = 0; g < G; ++g) {
+        float d = 0.0f;
 #pragma unroll
-      for (int e = 0; e < E; ++e) acc[g][e] = acc[g][e] * corr + p * vf[e];
+        for (int e = 0; e < 8; ++e) d += qf[g][e] * kf[e];
+#pragma unroll
+        for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        s[u][g] = base + u * KPW + kg < k1 ? d : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = s[0][g];
+#pragma unroll
+      for (int u = 1; u < U; ++u) mx = fmaxf(mx, s[u][g]);
+#pragma unroll
+      for (int o = LPK; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      // mx is finite: key `base` (< k1) sits in slot 0 of u = 0.
+      const float m_new = fmaxf(m[g], mx), corr = exp2f(m[g] - m_new);
       m[g] = m_new;
+      l[g] *= corr;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] *= corr;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float vf[8];
+      unpack8<T>(vr[u], vf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float p = exp2f(s[u][g] - m[g]);
+        l[g] += p;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] += p * vf[e];
+      }
+    }
+    if constexpr (PF) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        kr[u] = kn[u];
+        vr[u] = vn[u];
+      }
     }
   }
-
-  // Merge the 4 warps' states.
-  __shared__ float s_acc[kDecodeWarps][kPagedMaxGroup][HD];
-  __shared__ float s_ml[kDecodeWarps][kPagedMaxGroup][2];
+  // Sum the key slots of the warp (they share m); then merge the 4 warps.
 #pragma unroll
-  for (int g = 0; g < kPagedMaxGroup; ++g) {
-    if (g >= G) break;
+  for (int g = 0; g < G; ++g) {
 #pragma unroll
-    for (int e = 0; e < E; ++e) s_acc[warp][g][lane * E + e] = acc[g][e];
-    if (lane == 0) {
-      s_ml[warp][g][0] = m[g];
-      s_ml[warp][g][1] = l[g];
+    for (int o = LPK; o < 32; o <<= 1) {
+      l[g] += __shfl_xor_sync(0xffffffffu, l[g], o);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], o);
+    }
+  }
+  __shared__ float s_acc[kDecodeWarps][G][HD];
+  __shared__ float s_ml[kDecodeWarps][G][2];
+  if (kg == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s_acc[warp][g][sub * 8 + e] = acc[g][e];
+      if (sub == 0) {
+        s_ml[warp][g][0] = m[g];
+        s_ml[warp][g][1] = l[g];
+      }
     }
   }
   __syncthreads();  // every warp's state is in shared memory
-  const bool single = n_splits == 1 || len <= part;
-  for (int j = threadIdx.x; j < G * HD; j += blockDim.x) {
+  const bool single = plan.x == 1;
+  for (int j = threadIdx.x; j < Gr * HD; j += blockDim.x) {
     const int g = j / HD, dim = j % HD;
     float M = -INFINITY;
 #pragma unroll
@@ -162,11 +248,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     float L = 0.0f, O = 0.0f;
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; ++w) {
-      const float f = s_ml[w][g][1] > 0.0f ? __expf(s_ml[w][g][0] - M) : 0.0f;
+      const float f = s_ml[w][g][1] > 0.0f ? exp2f(s_ml[w][g][0] - M) : 0.0f;
       L += s_ml[w][g][1] * f;
       O += s_acc[w][g][dim] * f;
     }
-    const int h = kh * G + g;
+    const int h = kh * Gr + g;
     if (single) {
       out[size_t(row) * q_dim + h * HD + dim] = from_f32<T>(O / L);
     } else {
@@ -180,144 +266,27 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   }
 }
 
-// Block (row i, head h), thread = dim: weights each split by l * exp(m - M).
+// Block (row i, head h), thread = dim: weights each split by l * 2^(m - M).
 template <typename T>
 __global__ void paged_decode_combine_kernel(PagedShape sh, PagedMeta meta,
-                                            const int32_t* __restrict__ rows, int n_splits,
-                                            int part, const float* __restrict__ part_o,
+                                            const int32_t* __restrict__ rows, int n_splits, int z,
+                                            int min_part, const float* __restrict__ part_o,
                                             const float* __restrict__ part_ml,
                                             T* __restrict__ out) {
   const int i = blockIdx.x, h = blockIdx.y, dim = threadIdx.x, HD = sh.head_dim;
   const int row = rows[i], len = meta.tok_pos[row] + 1;
-  const int used = (len + part - 1) / part;
-  if (n_splits == 1 || used == 1) return;  // the decode kernel wrote the output
+  const int used = decode_split_plan(len, z, min_part).x;
+  if (used == 1) return;  // the decode kernel wrote the output
   const size_t base = (size_t(i) * sh.n_heads + h) * n_splits;
   float M = -INFINITY;
   for (int sp = 0; sp < used; ++sp) M = fmaxf(M, part_ml[(base + sp) * 2]);
   float L = 0.0f, O = 0.0f;
   for (int sp = 0; sp < used; ++sp) {
-    const float w = part_ml[(base + sp) * 2 + 1] * __expf(part_ml[(base + sp) * 2] - M);
+    const float w = part_ml[(base + sp) * 2 + 1] * exp2f(part_ml[(base + sp) * 2] - M);
     L += w;
     O += w * part_o[(base + sp) * HD + dim];
   }
   out[size_t(row) * sh.n_heads * HD + h * HD + dim] = from_f32<T>(O / L);
-}
-
-// ---- prefill attention -----------------------------------------------------------
-
-// Block (tile, kv head): the tile's tokens x the group's heads form up to 64
-// query rows (row r = token r / G, head r % G) kept in shared memory; keys
-// [0, last position of the tile] stream through in tiles of 32. Thread t owns
-// output column t % HD of rows t / HD + j * (128 / HD).
-template <typename T, int HD>
-struct PrefillSmem {
-  float q[kPrefillRows][HD];
-  float k[kKeyTile][HD + 1];  // +1: lanes read different keys at the same dim
-  float v[kKeyTile][HD];
-  float p[kPrefillRows][kKeyTile + 1];
-  float m[kPrefillRows], l[kPrefillRows], corr[kPrefillRows];
-  int qpos[kPrefillRows];
-};
-
-template <typename T, int HD>
-__global__ void __launch_bounds__(kPrefillThreads)
-    paged_prefill_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                         const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
-                         const int2* __restrict__ tiles, T* __restrict__ out) {
-  constexpr int kColThreads = kPrefillThreads / HD;     // threads per column
-  constexpr int kRowsPer = kPrefillRows / kColThreads;  // rows per thread
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  PrefillSmem<T, HD>& sm = *reinterpret_cast<PrefillSmem<T, HD>*>(smem_raw);
-  const int kh = blockIdx.y;
-  const int2 tile = tiles[blockIdx.x];
-  const int G = sh.n_heads / sh.n_kv_heads, R = tile.y * G;
-  const int kv_dim = sh.n_kv_heads * HD, q_dim = sh.n_heads * HD;
-  const int32_t* table = table_of(meta, meta.tok_seq[tile.x], sh.max_blocks);
-  const int last = meta.tok_pos[tile.x + tile.y - 1];
-  const float scale = rsqrtf(float(HD));
-
-  for (int j = threadIdx.x; j < kPrefillRows * HD; j += kPrefillThreads) {
-    const int r = j / HD, dim = j % HD;
-    sm.q[r][dim] =
-        r < R ? q[size_t(tile.x + r / G) * q_dim + (kh * G + r % G) * HD + dim] * scale : 0.0f;
-  }
-  for (int r = threadIdx.x; r < kPrefillRows; r += kPrefillThreads) {
-    sm.m[r] = -INFINITY;
-    sm.l[r] = 0.0f;
-    sm.qpos[r] = r < R ? meta.tok_pos[tile.x + r / G] : -1;
-  }
-  const int col = threadIdx.x % HD, row0 = threadIdx.x / HD;
-  float acc[kRowsPer];
-#pragma unroll
-  for (int j = 0; j < kRowsPer; ++j) acc[j] = 0.0f;
-
-  for (int kt = 0; kt <= last; kt += kKeyTile) {
-    __syncthreads();  // previous tile's k, v, p fully used (and q/m/l/qpos written)
-    for (int j = threadIdx.x; j < kKeyTile * HD; j += kPrefillThreads) {
-      const int kk = j / HD, dim = j % HD, p = kt + kk;
-      float kv = 0.0f, vv = 0.0f;
-      if (p <= last) {
-        kv = to_f32(kv_row(k_pool, table, p, sh.block_size, kv_dim)[kh * HD + dim]);
-        vv = to_f32(kv_row(v_pool, table, p, sh.block_size, kv_dim)[kh * HD + dim]);
-      }
-      sm.k[kk][dim] = kv;
-      sm.v[kk][dim] = vv;
-    }
-    __syncthreads();  // k, v tile loaded
-    {
-      // Scores: thread -> key kk, rows w, w + 4, ...; one K load per 16 FMAs.
-      const int kk = threadIdx.x % kKeyTile, rb = threadIdx.x / kKeyTile;
-      constexpr int kStep = kPrefillThreads / kKeyTile;
-      float s[kPrefillRows / kStep];
-#pragma unroll
-      for (int j = 0; j < kPrefillRows / kStep; ++j) s[j] = 0.0f;
-      for (int dim = 0; dim < HD; ++dim) {
-        const float kd = sm.k[kk][dim];
-#pragma unroll
-        for (int j = 0; j < kPrefillRows / kStep; ++j) s[j] += sm.q[rb + j * kStep][dim] * kd;
-      }
-#pragma unroll
-      for (int j = 0; j < kPrefillRows / kStep; ++j) {
-        const int r = rb + j * kStep;
-        sm.p[r][kk] = (kt + kk <= sm.qpos[r]) ? s[j] : -INFINITY;
-      }
-    }
-    __syncthreads();  // scores complete
-    for (int r = threadIdx.x; r < kPrefillRows; r += kPrefillThreads) {
-      if (r >= R) continue;
-      float mx = sm.m[r];
-      for (int kk = 0; kk < kKeyTile; ++kk) mx = fmaxf(mx, sm.p[r][kk]);
-      // mx is finite: key 0 is visible to every query, and it is in the first tile.
-      const float c = __expf(sm.m[r] - mx);
-      float sum = 0.0f;
-      for (int kk = 0; kk < kKeyTile; ++kk) {
-        const float e = __expf(sm.p[r][kk] - mx);
-        sm.p[r][kk] = e;
-        sum += e;
-      }
-      sm.l[r] = sm.l[r] * c + sum;
-      sm.m[r] = mx;
-      sm.corr[r] = c;
-    }
-    __syncthreads();  // probabilities and corrections ready
-#pragma unroll
-    for (int j = 0; j < kRowsPer; ++j) {
-      const int r = row0 + j * kColThreads;
-      if (r >= R) break;
-      float a = acc[j] * sm.corr[r];
-#pragma unroll 8
-      for (int kk = 0; kk < kKeyTile; ++kk) a += sm.p[r][kk] * sm.v[kk][col];
-      acc[j] = a;
-    }
-  }
-  __syncthreads();  // final l visible
-#pragma unroll
-  for (int j = 0; j < kRowsPer; ++j) {
-    const int r = row0 + j * kColThreads;
-    if (r >= R) break;
-    out[size_t(tile.x + r / G) * q_dim + (kh * G + r % G) * HD + col] =
-        from_f32<T>(acc[j] / sm.l[r]);
-  }
 }
 
 // ---- LM head input and greedy pick -------------------------------------------------
@@ -375,10 +344,6 @@ bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim) {
          (head_dim == 32 || head_dim == 64 || head_dim == 128);
 }
 
-int paged_prefill_tile_tokens(int group) {
-  return kPrefillRows / group;
-}
-
 template <typename T>
 void paged_rope_kv(const float* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
                    PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s) {
@@ -386,81 +351,97 @@ void paged_rope_kv(const float* qkv, PagedShape sh, int n_tokens, const float* i
          k_pool, v_pool);
 }
 
-template <typename T, int HD>
-void decode_hd(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
-               const int32_t* rows, int n_rows, int n_splits, int part, float* part_o,
-               float* part_ml, T* out, cudaStream_t s) {
-  launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(n_splits)), kDecodeWarps * 32, 0,
-          s},
-         paged_decode_kernel<T, HD>, q, k_pool, v_pool, sh, meta, rows, n_splits, part, part_o,
-         part_ml, out);
-  if (n_splits > 1)
+template <typename T, int HD, int G, int U, bool PF>
+void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                   PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
+                   PagedDecodeTuning tune, float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  const int pairs = std::max(1, n_rows * sh.n_kv_heads);
+  const bool many = pairs >= tune.many_pairs;
+  const int want = many ? tune.big_splits : decode_splits_wanted(pairs, tune.target_blocks);
+  const int z = std::max(1, std::min(n_splits, want));
+  const int min_part = std::max(1, many ? tune.big_min_part : tune.min_part);
+  launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32, 0, s},
+         paged_decode_kernel<T, HD, G, U, PF>, q, k_pool, v_pool, sh, meta, rows, n_splits,
+         min_part, part_o, part_ml, out);
+  if (z > 1)
     launch({dim3(unsigned(n_rows), unsigned(sh.n_heads)), unsigned(HD), 0, s},
-           paged_decode_combine_kernel<T>, sh, meta, rows, n_splits, part,
+           paged_decode_combine_kernel<T>, sh, meta, rows, n_splits, z, min_part,
            static_cast<const float*>(part_o), static_cast<const float*>(part_ml), out);
+}
+
+// The one dispatch place: head_dim, group (rounded up to a power of two; the
+// extra heads compute on zero queries and are never written), unroll and
+// prefetch. The unroll/prefetch knobs are compiled for head_dim 128 only (the
+// lab's shapes); 32 and 64 use the default pair.
+constexpr int kDefaultUnroll = 2;
+constexpr bool kDefaultPrefetch = true;
+
+template <typename T, int HD, int U, bool PF>
+void decode_group(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                  PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
+                  PagedDecodeTuning tune, float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  const int g = sh.n_heads / sh.n_kv_heads;
+  if (g == 1)
+    decode_launch<T, HD, 1, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+                                   part_o, part_ml, out, s);
+  else if (g == 2)
+    decode_launch<T, HD, 2, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+                                   part_o, part_ml, out, s);
+  else if (g <= 4)
+    decode_launch<T, HD, 4, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+                                   part_o, part_ml, out, s);
+  else
+    decode_launch<T, HD, 8, (U > 2 ? 2 : U), PF>(q, k_pool, v_pool, sh, meta, rows, n_rows,
+                                                 n_splits, tune, part_o, part_ml, out, s);
+}
+
+template <typename T, int HD>
+void decode_variant(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                    PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
+                    PagedDecodeTuning tune, float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  if constexpr (HD == 128) {
+    if (tune.unroll > 2 && tune.prefetch)
+      return decode_group<T, HD, 4, true>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
+                                          tune, part_o, part_ml, out, s);
+    if (tune.unroll > 2)
+      return decode_group<T, HD, 4, false>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
+                                           tune, part_o, part_ml, out, s);
+    if (!tune.prefetch)
+      return decode_group<T, HD, 2, false>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
+                                           tune, part_o, part_ml, out, s);
+  }
+  decode_group<T, HD, kDefaultUnroll, kDefaultPrefetch>(q, k_pool, v_pool, sh, meta, rows, n_rows,
+                                                        n_splits, tune, part_o, part_ml, out, s);
+}
+
+template <typename T>
+void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                                  PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
+                                  PagedDecodeTuning tune, float* part_o, float* part_ml, T* out,
+                                  cudaStream_t s) {
+  switch (sh.head_dim) {
+    case 32:
+      return decode_variant<T, 32>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+                                  part_o, part_ml, out, s);
+    case 64:
+      return decode_variant<T, 64>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+                                  part_o, part_ml, out, s);
+    case 128:
+      return decode_variant<T, 128>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+                                   part_o, part_ml, out, s);
+    default:
+      break;
+  }
+  std::fprintf(stderr, "hayate: paged attention: unsupported head_dim %d\n", sh.head_dim);
+  std::abort();
 }
 
 template <typename T>
 void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                            PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int part,
-                            float* part_o, float* part_ml, T* out, cudaStream_t s) {
-  switch (sh.head_dim) {
-    case 32:
-      return decode_hd<T, 32>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, part, part_o,
-                              part_ml, out, s);
-    case 64:
-      return decode_hd<T, 64>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, part, part_o,
-                              part_ml, out, s);
-    case 128:
-      return decode_hd<T, 128>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, part, part_o,
-                               part_ml, out, s);
-    default:
-      break;
-  }
-  std::fprintf(stderr, "hayate: paged attention: unsupported head_dim %d\n", sh.head_dim);
-  std::abort();
-}
-
-template <typename T, int HD>
-void prefill_hd(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
-                const int2* tiles, int n_tiles, T* out, cudaStream_t s) {
-  launch({dim3(unsigned(n_tiles), unsigned(sh.n_kv_heads)), kPrefillThreads,
-          sizeof(PrefillSmem<T, HD>), s},
-         paged_prefill_kernel<T, HD>, q, k_pool, v_pool, sh, meta, tiles, out);
-}
-
-template <typename T>
-void paged_attention_prefill(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                             PagedMeta meta, const int2* tiles, int n_tiles, T* out,
-                             cudaStream_t s) {
-  switch (sh.head_dim) {
-    case 32:
-      return prefill_hd<T, 32>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
-    case 64:
-      return prefill_hd<T, 64>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
-    case 128:
-      return prefill_hd<T, 128>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
-    default:
-      break;
-  }
-  std::fprintf(stderr, "hayate: paged attention: unsupported head_dim %d\n", sh.head_dim);
-  std::abort();
-}
-
-template <typename T, int HD>
-void allow_smem() {
-  HAYATE_CUDA_CHECK(cudaFuncSetAttribute(paged_prefill_kernel<T, HD>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(sizeof(PrefillSmem<T, HD>))));
-}
-
-void paged_attention_init() {
-  allow_smem<half, 32>();
-  allow_smem<half, 64>();
-  allow_smem<half, 128>();
-  allow_smem<__nv_bfloat16, 32>();
-  allow_smem<__nv_bfloat16, 64>();
-  allow_smem<__nv_bfloat16, 128>();
+                            PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
+                            int /*part*/, float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  paged_attention_decode_tuned(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
+                               PagedDecodeTuning{}, part_o, part_ml, out, s);
 }
 
 template <typename T>
@@ -479,8 +460,10 @@ void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStr
   template void paged_attention_decode<T>(const float*, const T*, const T*, PagedShape, PagedMeta, \
                                           const int32_t*, int, int, int, float*, float*, T*,       \
                                           cudaStream_t);                                           \
-  template void paged_attention_prefill<T>(const float*, const T*, const T*, PagedShape,           \
-                                           PagedMeta, const int2*, int, T*, cudaStream_t);         \
+  template void paged_attention_decode_tuned<T>(const float*, const T*, const T*, PagedShape,      \
+                                                PagedMeta, const int32_t*, int, int,               \
+                                                PagedDecodeTuning, float*, float*, T*,             \
+                                                cudaStream_t);                                     \
   template void rmsnorm_gather<T>(const float*, const int32_t*, const T*, int, int, float, T*,     \
                                   cudaStream_t);
 HAYATE_PAGED_INSTANTIATE(half)

@@ -41,13 +41,42 @@ void paged_rope_kv(const float* qkv, PagedShape sh, int n_tokens, const float* i
                    PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s);
 
 // Decode: for each of n_rows token rows rows[i] (one new token of its
-// sequence), attention over positions [0, tok_pos[row]] split into n_splits
-// partitions of `part` keys. part_o [n_rows, n_heads, n_splits, head_dim],
-// part_ml [n_rows, n_heads, n_splits, 2] are scratch; out [T, q_dim] in T.
+// sequence), attention over positions [0, tok_pos[row]], split over the KV
+// length into at most n_splits partitions. The split count is chosen on the
+// device per row from its length and per launch from n_rows (`part` is
+// ignored; kept for the callers). part_o [n_rows, n_heads, n_splits,
+// head_dim], part_ml [n_rows, n_heads, n_splits, 2] are scratch; out [T,
+// q_dim] in T. Graph-capturable: the launch depends only on n_rows, n_splits.
 template <typename T>
 void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                             PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int part,
                             float* part_o, float* part_ml, T* out, cudaStream_t s);
+
+// Knobs of the decode kernel (the kernel lab sweeps them; defaults are its
+// winners, bench/kernels/NOTES.md "Paged attention"). The launch has n_rows x
+// n_kv_heads (row, kv head) pairs and z <= n_splits split slots per pair; row
+// r uses min(z, ceil(len_r / min_part)) splits of equal length.
+// - Few pairs (< many_pairs): z = ceil(target_blocks / pairs), min_part: a
+//   small batch is cut into enough blocks to fill the GPU.
+// - Many pairs: z = big_splits, min_part = big_min_part: rows up to
+//   big_min_part keys stay whole (splitting them only added combine work in
+//   the lab), while a long row among short ones is still cut into big_splits
+//   parts instead of becoming one slow block that the whole step waits for.
+struct PagedDecodeTuning {
+  int target_blocks = 1056;
+  int min_part = 256;
+  int unroll = 2;         // U: chunks of U 16-byte K and V loads per lane (2 or 4)
+  bool prefetch = true;   // next chunk's loads issued before this chunk's math
+  int many_pairs = 264;
+  int big_splits = 4;
+  int big_min_part = 2048;
+};
+// unroll/prefetch are honoured for head_dim 128; 32 and 64 always use 2/true.
+template <typename T>
+void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                                  PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
+                                  PagedDecodeTuning tune, float* part_o, float* part_ml, T* out,
+                                  cudaStream_t s);
 
 // Prefill / chunked prefill: tiles [n_tiles] of (first row, rows) of one
 // sequence, rows <= paged_prefill_tile_tokens(group), consecutive positions.

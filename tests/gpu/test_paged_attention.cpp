@@ -1,0 +1,210 @@
+// Paged decode and prefill attention against the CPU
+// twin (cpu::attention on each sequence's K/V gathered from the pool): fresh
+// random inputs, shuffled block tables, poisoned outputs. The batches mix
+// lengths (1, not multiples of the block size, crossing split edges, long
+// enough for many splits), group sizes (1, 3, 4, 8: the padded-group and
+// unroll-2 paths), head_dim 32/64/128, block sizes 16 and 7, fp16 and bf16,
+// one row (most splits) and many rows (few splits), every unroll/prefetch
+// variant; prefill chunks that start mid-sequence and end in partial tiles.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cpu/ops.h"
+#include "cuda/paged_attention.cuh"
+#include "gpu/gpu_test_util.h"
+
+namespace hayate::cuda::test {
+namespace {
+
+struct Case {
+  int n_heads, n_kv_heads, head_dim, block_size;
+  std::vector<int> lens;  // keys per sequence; one decode row each
+  PagedDecodeTuning tune;
+};
+
+template <typename T>
+void run_case(const Case& c) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " heads " << c.n_heads << "/"
+                                    << c.n_kv_heads << " hd " << c.head_dim << " bs "
+                                    << c.block_size << " rows " << c.lens.size());
+  std::mt19937_64 rng(seed);
+  const int S = int(c.lens.size()), bs = c.block_size, hd = c.head_dim;
+  const int kv_dim = c.n_kv_heads * hd, q_dim = c.n_heads * hd, n_splits = 16;
+  int max_blocks = 0, total = 0;
+  for (int l : c.lens) {
+    max_blocks = std::max(max_blocks, (l + bs - 1) / bs);
+    total += (l + bs - 1) / bs;
+  }
+  const int num_blocks = total + 3;  // spare blocks stay unreferenced
+  std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> tables(size_t(S) * max_blocks, -1), pos(static_cast<size_t>(S)), seq(static_cast<size_t>(S)),
+      rows(static_cast<size_t>(S));
+  for (int s = 0, next = 0; s < S; ++s) {
+    for (int j = 0; j < (c.lens[size_t(s)] + bs - 1) / bs; ++j)
+      tables[size_t(s) * max_blocks + j] = perm[size_t(next++)];
+    pos[size_t(s)] = c.lens[size_t(s)] - 1;
+    seq[size_t(s)] = s;
+    rows[size_t(S - 1 - s)] = s;  // rows listed out of order
+  }
+  std::vector<float> k = random_vec(size_t(num_blocks) * bs * kv_dim, rng),
+                     v = random_vec(size_t(num_blocks) * bs * kv_dim, rng),
+                     q = random_vec(size_t(S) * q_dim, rng, -3.0f, 3.0f);
+  round_to<T>(k);
+  round_to<T>(v);
+  Dev<T> dk = dev_t<T>(k), dv = dev_t<T>(v);
+  Dev<float> dq(q), part_o(size_t(S) * c.n_heads * n_splits * hd),
+      part_ml(size_t(S) * c.n_heads * n_splits * 2);
+  Dev<int32_t> dtables(tables), dpos(pos), dseq(seq), drows(rows);
+  Dev<T> out(size_t(S) * q_dim);  // poisoned
+  const PagedShape sh{c.n_heads, c.n_kv_heads, hd, bs, max_blocks};
+  const PagedMeta meta{dpos.get(), dseq.get(), dtables.get()};
+  paged_attention_decode_tuned<T>(dq.get(), dk.get(), dv.get(), sh, meta, drows.get(), S, n_splits,
+                                  c.tune, part_o.get(), part_ml.get(), out.get(), nullptr);
+  HAYATE_CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> got = download_f(out);
+
+  std::vector<float> ref(size_t(S) * q_dim);
+  for (int s = 0; s < S; ++s) {
+    const int len = c.lens[size_t(s)];
+    std::vector<float> kc(size_t(len) * kv_dim), vc(size_t(len) * kv_dim);
+    for (int t = 0; t < len; ++t) {
+      const size_t at = (size_t(tables[size_t(s) * max_blocks + t / bs]) * bs + t % bs) * kv_dim;
+      std::copy_n(k.data() + at, kv_dim, kc.data() + size_t(t) * kv_dim);
+      std::copy_n(v.data() + at, kv_dim, vc.data() + size_t(t) * kv_dim);
+    }
+    cpu::attention(q.data() + size_t(s) * q_dim, kc.data(), vc.data(),
+                   ref.data() + size_t(s) * q_dim, 1, len - 1, c.n_heads, c.n_kv_heads, hd);
+  }
+  expect_close(got, ref, 2e-3f, 1e-2f, "paged decode attention");
+}
+
+// Prefill: sequence s has `lens[s]` keys and its last `chunks[s]` positions
+// are query rows (a chunked-prefill step), cut into tiles as the backend does.
+template <typename T>
+void run_prefill(int n_heads, int n_kv_heads, int hd, int bs, const std::vector<int>& lens,
+                 const std::vector<int>& chunks) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "prefill seed " << seed << " heads " << n_heads << "/"
+                                    << n_kv_heads << " hd " << hd << " bs " << bs);
+  std::mt19937_64 rng(seed);
+  const int S = int(lens.size()), kv_dim = n_kv_heads * hd, q_dim = n_heads * hd;
+  const int tile_tok = paged_prefill_tile_tokens(n_heads / n_kv_heads);
+  int max_blocks = 0, total = 0;
+  for (int l : lens) {
+    max_blocks = std::max(max_blocks, (l + bs - 1) / bs);
+    total += (l + bs - 1) / bs;
+  }
+  std::vector<int32_t> perm(static_cast<size_t>(total));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> tables(size_t(S) * max_blocks, -1), pos, seq, tiles;
+  for (int s = 0, next = 0; s < S; ++s) {
+    for (int j = 0; j < (lens[size_t(s)] + bs - 1) / bs; ++j)
+      tables[size_t(s) * max_blocks + j] = perm[size_t(next++)];
+    const int n = chunks[size_t(s)], row0 = int(pos.size());
+    for (int t = 0; t < n; ++t) {
+      pos.push_back(lens[size_t(s)] - n + t);
+      seq.push_back(s);
+    }
+    for (int t = 0; t < n; t += tile_tok) {
+      tiles.push_back(row0 + t);
+      tiles.push_back(std::min(tile_tok, n - t));
+    }
+  }
+  const int rows = int(pos.size());
+  std::vector<float> k = random_vec(size_t(total) * bs * kv_dim, rng),
+                     v = random_vec(size_t(total) * bs * kv_dim, rng),
+                     q = random_vec(size_t(rows) * q_dim, rng, -3.0f, 3.0f);
+  round_to<T>(k);
+  round_to<T>(v);
+  Dev<T> dk = dev_t<T>(k), dv = dev_t<T>(v), out(size_t(rows) * q_dim);
+  Dev<float> dq(q);
+  Dev<int32_t> dtables(tables), dpos(pos), dseq(seq), dtiles(tiles);
+  const PagedShape sh{n_heads, n_kv_heads, hd, bs, max_blocks};
+  paged_attention_init();
+  paged_attention_prefill<T>(dq.get(), dk.get(), dv.get(), sh,
+                             PagedMeta{dpos.get(), dseq.get(), dtables.get()},
+                             reinterpret_cast<const int2*>(dtiles.get()), int(tiles.size() / 2),
+                             out.get(), nullptr);
+  HAYATE_CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> got = download_f(out);
+  std::vector<float> ref(size_t(rows) * q_dim);
+  for (int s = 0, row0 = 0; s < S; ++s) {
+    const int len = lens[size_t(s)], n = chunks[size_t(s)];
+    std::vector<float> kc(size_t(len) * kv_dim), vc(size_t(len) * kv_dim);
+    for (int t = 0; t < len; ++t) {
+      const size_t at = (size_t(tables[size_t(s) * max_blocks + t / bs]) * bs + t % bs) * kv_dim;
+      std::copy_n(k.data() + at, kv_dim, kc.data() + size_t(t) * kv_dim);
+      std::copy_n(v.data() + at, kv_dim, vc.data() + size_t(t) * kv_dim);
+    }
+    cpu::attention(q.data() + size_t(row0) * q_dim, kc.data(), vc.data(),
+                   ref.data() + size_t(row0) * q_dim, n, len - n, n_heads, n_kv_heads, hd);
+    row0 += n;
+  }
+  // P is rounded to T before P V on tensor cores: a little looser than decode.
+  expect_close(got, ref, 4e-3f, 2e-2f, "paged prefill attention");
+}
+
+TEST(PagedAttention, PrefillChunksVsCpu) {
+  HAYATE_REQUIRE_GPU();
+  const std::vector<int> lens = {1, 37, 300, 1000, 129}, chunks = {1, 37, 100, 67, 129};
+  run_prefill<half>(8, 2, 128, 16, lens, chunks);           // group 4: 16-token tiles
+  run_prefill<__nv_bfloat16>(8, 2, 128, 7, lens, chunks);   // odd block size
+  run_prefill<half>(4, 4, 64, 16, lens, chunks);            // group 1: 64-token tiles
+  run_prefill<half>(16, 2, 32, 16, lens, chunks);           // group 8: 8-token tiles
+  run_prefill<half>(6, 2, 128, 16, lens, chunks);           // group 3: 21-token tiles
+}
+
+const std::vector<int> kMixed = {1, 7, 16, 17, 129, 200, 511, 513, 1000, 2049};
+
+TEST(PagedAttention, DecodeMixedLengthsOneLaunchManySplits) {
+  HAYATE_REQUIRE_GPU();
+  // 10 rows x 2 kv heads: few pairs, so long rows split up to 16 ways.
+  run_case<half>({8, 2, 128, 16, kMixed, {}});
+  run_case<__nv_bfloat16>({8, 2, 128, 16, kMixed, {}});
+}
+
+TEST(PagedAttention, DecodeGroupsHeadDimsBlockSizes) {
+  HAYATE_REQUIRE_GPU();
+  run_case<half>({4, 4, 64, 7, kMixed, {}});             // group 1, odd block size
+  run_case<half>({6, 2, 32, 16, kMixed, {}});            // group 3 (padded to 4)
+  run_case<half>({16, 2, 128, 16, kMixed, {}});          // group 8: unroll 2 path
+  run_case<half>({8, 2, 64, 16, kMixed, {1056, 32, 2, true}});  // short splits
+}
+
+TEST(PagedAttention, DecodeUnrollPrefetchVariants) {
+  HAYATE_REQUIRE_GPU();
+  for (int u : {2, 4})
+    for (bool pf : {false, true}) {
+      run_case<half>({8, 2, 128, 16, kMixed, {1056, 128, u, pf}});
+      run_case<__nv_bfloat16>({16, 2, 128, 7, kMixed, {1056, 64, u, pf}});  // group 8
+    }
+}
+
+TEST(PagedAttention, DecodeManyRowsLongOnesSplit) {
+  HAYATE_REQUIRE_GPU();
+  std::vector<int> lens(200);
+  std::mt19937 rng(5);
+  for (int& l : lens) l = 1 + int(rng() % 300);
+  // 400 pairs: the many-pairs regime; a few long rows among the short ones
+  // still split (up to big_splits), the short ones stay whole.
+  lens[0] = 5000;
+  lens[7] = 2049;
+  lens[100] = 4097;
+  run_case<half>({8, 2, 128, 16, lens, {}});
+  run_case<half>({8, 2, 128, 16, lens, {264, 64, 4, true, 1 << 30}});  // one split each
+  PagedDecodeTuning many;
+  many.big_splits = 16;
+  many.big_min_part = 300;
+  run_case<__nv_bfloat16>({8, 2, 128, 16, lens, many});
+}
+
+}  // namespace
+}  // namespace hayate::cuda::test
