@@ -242,7 +242,7 @@ struct Problem {
   std::vector<int> lens;
   int copies = 1, max_blocks = 0, num_blocks = 0;
   DeviceBuffer k, v, q, out, part_o, part_ml, pos, seq, rows, tables, tiles;
-  std::vector<float> hq;                     // [T, q_dim]
+  std::vector<float> hq;                      // [T, q_dim]
   std::vector<std::vector<int32_t>> htables;  // per copy [S * max_blocks]
   std::vector<int32_t> hpos, hseq;
   int n_tokens = 0, n_tiles = 0;
@@ -251,8 +251,8 @@ struct Problem {
 
 // decode: every sequence contributes its last position as one row.
 // prefill: sequence s contributes rows for positions [lens[s] - chunk, lens[s]).
-Problem make_problem(const std::vector<int>& lens, int chunk, size_t min_total_bytes,
-                     uint64_t seed, cudaStream_t st) {
+Problem make_problem(const std::vector<int>& lens, int chunk, size_t min_total_bytes, uint64_t seed,
+                     cudaStream_t st) {
   Problem p;
   p.lens = lens;
   const int S = int(lens.size());
@@ -362,7 +362,9 @@ bool check(Problem& p, const std::vector<float>& ref, const std::function<void()
     if (!(d <= 2e-3 + 1e-2 * std::fabs(ref[i]))) ++bad;
     if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
   }
-  if (bad) std::printf("  CHECK FAILED %s: %zu of %zu bad, worst |d| %.3g\n", what, bad, ref.size(), worst);
+  if (bad)
+    std::printf("  CHECK FAILED %s: %zu of %zu bad, worst |d| %.3g\n", what, bad, ref.size(),
+                worst);
   return bad == 0;
 }
 
@@ -407,12 +409,10 @@ int run(int argc, char** argv) {
     const char* name;
     std::vector<int> lens;
   };
-  std::vector<Case> cases = {{"1x128", std::vector<int>(1, 128)},
-                             {"64x200", std::vector<int>(64, 200)},
-                             {"64x1536", std::vector<int>(64, 1536)},
-                             {"256x200", std::vector<int>(256, 200)},
-                             {"64x4000", std::vector<int>(64, 4000)},
-                             {"mixed7", {1, 17, 129, 511, 513, 1600, 8190}}};
+  std::vector<Case> cases = {
+      {"1x128", std::vector<int>(1, 128)},     {"64x200", std::vector<int>(64, 200)},
+      {"64x1536", std::vector<int>(64, 1536)}, {"256x200", std::vector<int>(256, 200)},
+      {"64x4000", std::vector<int>(64, 4000)}, {"mixed7", {1, 17, 129, 511, 513, 1600, 8190}}};
   std::vector<PagedDecodeTuning> tunes = {PagedDecodeTuning{}};
   if (sweep)
     for (int tb : {264, 528, 1056, 2112})
@@ -452,7 +452,9 @@ int run(int argc, char** argv) {
       v1_decode(p.q.as<float>(), p.k.as<T>(), p.v.as<T>(), sh, meta(i), p.rows.as<int32_t>(), n,
                 p.part_o.as<float>(), p.part_ml.as<float>(), p.out.as<T>(), st);
     };
-    if (!check(p, ref, [&] { v1fn(0); }, "v1")) ++failures;
+    if (!check(
+            p, ref, [&] { v1fn(0); }, "v1"))
+      ++failures;
     report("v1 (16 splits of 512)", median_ms(st, 30, v1fn));
     for (size_t t = 0; t < tunes.size(); ++t) {
       const PagedDecodeTuning tu = tunes[t];
@@ -465,18 +467,23 @@ int run(int argc, char** argv) {
           (t == 0 ? std::string("v2 default ") : std::string("v2 ")) + "tb " +
           std::to_string(tu.target_blocks) + " mp " + std::to_string(tu.min_part) + " u " +
           std::to_string(tu.unroll) + (tu.prefetch ? " pf" : "") +
-          (tu.many_pairs < (1 << 30) ? " big " + std::to_string(tu.big_splits) + "/" +
-                                           std::to_string(tu.big_min_part)
-                                     : std::string());
-      if (!check(p, ref, [&] { fn(0); }, name.c_str())) ++failures;
+          (tu.many_pairs < (1 << 30)
+               ? " big " + std::to_string(tu.big_splits) + "/" + std::to_string(tu.big_min_part)
+               : std::string());
+      if (!check(
+              p, ref, [&] { fn(0); }, name.c_str()))
+        ++failures;
       report(name, median_ms(st, 30, fn));
     }
     // The backend's own entry point (what cuda_batch_backend.cu calls).
-    if (!check(p, ref, [&] {
-          paged_attention_decode(p.q.as<float>(), p.k.as<T>(), p.v.as<T>(), sh, meta(0),
-                                 p.rows.as<int32_t>(), n, kSplits, kPart, p.part_o.as<float>(),
-                                 p.part_ml.as<float>(), p.out.as<T>(), st);
-        }, "paged_attention_decode"))
+    if (!check(
+            p, ref,
+            [&] {
+              paged_attention_decode(p.q.as<float>(), p.k.as<T>(), p.v.as<T>(), sh, meta(0),
+                                     p.rows.as<int32_t>(), n, kSplits, kPart, p.part_o.as<float>(),
+                                     p.part_ml.as<float>(), p.out.as<T>(), st);
+            },
+            "paged_attention_decode"))
       ++failures;
   }
 
@@ -490,9 +497,10 @@ int run(int argc, char** argv) {
     int chunk;
     bool check;
   };
-  for (const PCase& c : {PCase{"3 seqs: rows 0..36, 200..299, 900..999", {37, 300, 1000}, 100, true},
-                         PCase{"8 x 1024 prompts", std::vector<int>(8, 1024), 1024, false},
-                         PCase{"8 x 512 chunk at 512..1023", std::vector<int>(8, 1024), 512, false}}) {
+  for (const PCase& c :
+       {PCase{"3 seqs: rows 0..36, 200..299, 900..999", {37, 300, 1000}, 100, true},
+        PCase{"8 x 1024 prompts", std::vector<int>(8, 1024), 1024, false},
+        PCase{"8 x 512 chunk at 512..1023", std::vector<int>(8, 1024), 512, false}}) {
     Problem p = make_problem(c.lens, c.chunk, 0, 99, st);
     PagedShape sh = sh0;
     sh.max_blocks = p.max_blocks;
@@ -501,7 +509,9 @@ int run(int argc, char** argv) {
       paged_attention_prefill(p.q.as<float>(), p.k.as<T>(), p.v.as<T>(), sh, meta,
                               p.tiles.as<int2>(), p.n_tiles, p.out.as<T>(), st);
     };
-    if (c.check && !check(p, reference(p), [&] { fn(0); }, "prefill")) ++failures;
+    if (c.check && !check(
+                       p, reference(p), [&] { fn(0); }, "prefill"))
+      ++failures;
     double flops = 0;  // QK and PV: 4 HD flops per (query head, visible key)
     for (int r = 0; r < p.n_tokens; ++r) flops += 4.0 * kHd * kHeads * (p.hpos[size_t(r)] + 1);
     const double ms = median_ms(st, 10, fn);

@@ -128,8 +128,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const int2 plan = decode_split_plan(len, int(gridDim.z), min_part);
   if (sp >= plan.x) return;
   const int k0 = sp * plan.y, k1 = min(len, k0 + plan.y);
-  const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * HD,
-            q_dim = sh.n_heads * HD, bs = sh.block_size;
+  const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * HD, q_dim = sh.n_heads * HD,
+            bs = sh.block_size;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kg = lane / LPK, sub = lane % LPK;
   const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
   const float scale = rsqrtf(float(HD)) * 1.4426950408889634f;  // log2(e): softmax via exp2
@@ -159,11 +159,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   constexpr int kStride = kDecodeWarps * KPI;
   uint4 kr[U], vr[U];
   int base = k0 + warp * KPI;
-  if constexpr (PF) load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kg, k1, bs, kv_dim, col, kr, vr);
+  if constexpr (PF)
+    load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kg, k1, bs, kv_dim, col, kr, vr);
   for (; base < k1; base += kStride) {
     uint4 kn[U], vn[U];
     if constexpr (PF)
-      load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kStride + kg, k1, bs, kv_dim, col, kn, vn);
+      load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kStride + kg, k1, bs, kv_dim, col, kn,
+                            vn);
     else
       load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kg, k1, bs, kv_dim, col, kr, vr);
     float s[U][G];
@@ -352,9 +354,9 @@ void paged_rope_kv(const float* qkv, PagedShape sh, int n_tokens, const float* i
 }
 
 template <typename T, int HD, int G, int U, bool PF>
-void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                   PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
-                   PagedDecodeTuning tune, float* part_o, float* part_ml, T* out, cudaStream_t s) {
+void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
+                   const int32_t* rows, int n_rows, int n_splits, PagedDecodeTuning tune,
+                   float* part_o, float* part_ml, T* out, cudaStream_t s) {
   const int pairs = std::max(1, n_rows * sh.n_kv_heads);
   const bool many = pairs >= tune.many_pairs;
   const int want = many ? tune.big_splits : decode_splits_wanted(pairs, tune.target_blocks);
@@ -377,9 +379,9 @@ constexpr int kDefaultUnroll = 2;
 constexpr bool kDefaultPrefetch = true;
 
 template <typename T, int HD, int U, bool PF>
-void decode_group(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                  PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
-                  PagedDecodeTuning tune, float* part_o, float* part_ml, T* out, cudaStream_t s) {
+void decode_group(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
+                  const int32_t* rows, int n_rows, int n_splits, PagedDecodeTuning tune,
+                  float* part_o, float* part_ml, T* out, cudaStream_t s) {
   const int g = sh.n_heads / sh.n_kv_heads;
   if (g == 1)
     decode_launch<T, HD, 1, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
@@ -396,13 +398,13 @@ void decode_group(const float* q, const T* k_pool, const T* v_pool, PagedShape s
 }
 
 template <typename T, int HD>
-void decode_variant(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                    PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
-                    PagedDecodeTuning tune, float* part_o, float* part_ml, T* out, cudaStream_t s) {
+void decode_variant(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
+                    const int32_t* rows, int n_rows, int n_splits, PagedDecodeTuning tune,
+                    float* part_o, float* part_ml, T* out, cudaStream_t s) {
   if constexpr (HD == 128) {
     if (tune.unroll > 2 && tune.prefetch)
-      return decode_group<T, HD, 4, true>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
-                                          tune, part_o, part_ml, out, s);
+      return decode_group<T, HD, 4, true>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+                                          part_o, part_ml, out, s);
     if (tune.unroll > 2)
       return decode_group<T, HD, 4, false>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
                                            tune, part_o, part_ml, out, s);
@@ -422,13 +424,13 @@ void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_po
   switch (sh.head_dim) {
     case 32:
       return decode_variant<T, 32>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
-                                  part_o, part_ml, out, s);
+                                   part_o, part_ml, out, s);
     case 64:
       return decode_variant<T, 64>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
-                                  part_o, part_ml, out, s);
+                                   part_o, part_ml, out, s);
     case 128:
       return decode_variant<T, 128>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
-                                   part_o, part_ml, out, s);
+                                    part_o, part_ml, out, s);
     default:
       break;
   }
@@ -460,10 +462,9 @@ void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStr
   template void paged_attention_decode<T>(const float*, const T*, const T*, PagedShape, PagedMeta, \
                                           const int32_t*, int, int, int, float*, float*, T*,       \
                                           cudaStream_t);                                           \
-  template void paged_attention_decode_tuned<T>(const float*, const T*, const T*, PagedShape,      \
-                                                PagedMeta, const int32_t*, int, int,               \
-                                                PagedDecodeTuning, float*, float*, T*,             \
-                                                cudaStream_t);                                     \
+  template void paged_attention_decode_tuned<T>(                                                   \
+      const float*, const T*, const T*, PagedShape, PagedMeta, const int32_t*, int, int,           \
+      PagedDecodeTuning, float*, float*, T*, cudaStream_t);                                        \
   template void rmsnorm_gather<T>(const float*, const int32_t*, const T*, int, int, float, T*,     \
                                   cudaStream_t);
 HAYATE_PAGED_INSTANTIATE(half)

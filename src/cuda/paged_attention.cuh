@@ -65,8 +65,8 @@ void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, Pa
 struct PagedDecodeTuning {
   int target_blocks = 1056;
   int min_part = 256;
-  int unroll = 2;         // U: chunks of U 16-byte K and V loads per lane (2 or 4)
-  bool prefetch = true;   // next chunk's loads issued before this chunk's math
+  int unroll = 2;        // U: chunks of U 16-byte K and V loads per lane (2 or 4)
+  bool prefetch = true;  // next chunk's loads issued before this chunk's math
   int many_pairs = 264;
   int big_splits = 4;
   int big_min_part = 2048;

@@ -35,7 +35,7 @@ constexpr int kKeyTile = 64;      // keys per shared-memory tile
 
 template <typename T, int HD>
 struct PrefillSmem {
-  static constexpr int kLd = HD + 8;         // T row stride (16-byte multiple, fewer bank conflicts)
+  static constexpr int kLd = HD + 8;  // T row stride (16-byte multiple, fewer bank conflicts)
   static constexpr int kSLd = kKeyTile + 4;  // fp32 scores row stride
   static constexpr int kOLd = HD + 4;        // fp32 P V row stride
   T q[kPrefillRows][kLd];
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
       *reinterpret_cast<uint4*>(&sm.k[kk][ch * 8]) = kv;
       *reinterpret_cast<uint4*>(&sm.v[kk][ch * 8]) = vv;
     }
-    __syncthreads();  // K, V tile loaded
+    __syncthreads();               // K, V tile loaded
     if (warp * 16 >= R) continue;  // no query rows in this warp (short tail tile)
 
     // S [16, 64] = Q [16, HD] K^T: K rows as a column-major B operand.
@@ -240,8 +240,8 @@ void paged_attention_init() {
   allow_smem<__nv_bfloat16, 128>();
 }
 
-#define HAYATE_PAGED_PREFILL_INSTANTIATE(T)                                                \
-  template void paged_attention_prefill<T>(const float*, const T*, const T*, PagedShape,   \
+#define HAYATE_PAGED_PREFILL_INSTANTIATE(T)                                              \
+  template void paged_attention_prefill<T>(const float*, const T*, const T*, PagedShape, \
                                            PagedMeta, const int2*, int, T*, cudaStream_t);
 HAYATE_PAGED_PREFILL_INSTANTIATE(half)
 HAYATE_PAGED_PREFILL_INSTANTIATE(__nv_bfloat16)

@@ -29,9 +29,9 @@ struct Case {
 template <typename T>
 void run_case(const Case& c) {
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed << " heads " << c.n_heads << "/"
-                                    << c.n_kv_heads << " hd " << c.head_dim << " bs "
-                                    << c.block_size << " rows " << c.lens.size());
+  SCOPED_TRACE(::testing::Message()
+               << "seed " << seed << " heads " << c.n_heads << "/" << c.n_kv_heads << " hd "
+               << c.head_dim << " bs " << c.block_size << " rows " << c.lens.size());
   std::mt19937_64 rng(seed);
   const int S = int(c.lens.size()), bs = c.block_size, hd = c.head_dim;
   const int kv_dim = c.n_kv_heads * hd, q_dim = c.n_heads * hd, n_splits = 16;
@@ -44,8 +44,8 @@ void run_case(const Case& c) {
   std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
-  std::vector<int32_t> tables(size_t(S) * max_blocks, -1), pos(static_cast<size_t>(S)), seq(static_cast<size_t>(S)),
-      rows(static_cast<size_t>(S));
+  std::vector<int32_t> tables(size_t(S) * max_blocks, -1), pos(static_cast<size_t>(S)),
+      seq(static_cast<size_t>(S)), rows(static_cast<size_t>(S));
   for (int s = 0, next = 0; s < S; ++s) {
     for (int j = 0; j < (c.lens[size_t(s)] + bs - 1) / bs; ++j)
       tables[size_t(s) * max_blocks + j] = perm[size_t(next++)];
@@ -129,10 +129,9 @@ void run_prefill(int n_heads, int n_kv_heads, int hd, int bs, const std::vector<
   Dev<int32_t> dtables(tables), dpos(pos), dseq(seq), dtiles(tiles);
   const PagedShape sh{n_heads, n_kv_heads, hd, bs, max_blocks};
   paged_attention_init();
-  paged_attention_prefill<T>(dq.get(), dk.get(), dv.get(), sh,
-                             PagedMeta{dpos.get(), dseq.get(), dtables.get()},
-                             reinterpret_cast<const int2*>(dtiles.get()), int(tiles.size() / 2),
-                             out.get(), nullptr);
+  paged_attention_prefill<T>(
+      dq.get(), dk.get(), dv.get(), sh, PagedMeta{dpos.get(), dseq.get(), dtables.get()},
+      reinterpret_cast<const int2*>(dtiles.get()), int(tiles.size() / 2), out.get(), nullptr);
   HAYATE_CUDA_CHECK(cudaGetLastError());
   const std::vector<float> got = download_f(out);
   std::vector<float> ref(size_t(rows) * q_dim);
@@ -155,11 +154,11 @@ void run_prefill(int n_heads, int n_kv_heads, int hd, int bs, const std::vector<
 TEST(PagedAttention, PrefillChunksVsCpu) {
   HAYATE_REQUIRE_GPU();
   const std::vector<int> lens = {1, 37, 300, 1000, 129}, chunks = {1, 37, 100, 67, 129};
-  run_prefill<half>(8, 2, 128, 16, lens, chunks);           // group 4: 16-token tiles
-  run_prefill<__nv_bfloat16>(8, 2, 128, 7, lens, chunks);   // odd block size
-  run_prefill<half>(4, 4, 64, 16, lens, chunks);            // group 1: 64-token tiles
-  run_prefill<half>(16, 2, 32, 16, lens, chunks);           // group 8: 8-token tiles
-  run_prefill<half>(6, 2, 128, 16, lens, chunks);           // group 3: 21-token tiles
+  run_prefill<half>(8, 2, 128, 16, lens, chunks);          // group 4: 16-token tiles
+  run_prefill<__nv_bfloat16>(8, 2, 128, 7, lens, chunks);  // odd block size
+  run_prefill<half>(4, 4, 64, 16, lens, chunks);           // group 1: 64-token tiles
+  run_prefill<half>(16, 2, 32, 16, lens, chunks);          // group 8: 8-token tiles
+  run_prefill<half>(6, 2, 128, 16, lens, chunks);          // group 3: 21-token tiles
 }
 
 const std::vector<int> kMixed = {1, 7, 16, 17, 129, 200, 511, 513, 1000, 2049};
@@ -173,9 +172,9 @@ TEST(PagedAttention, DecodeMixedLengthsOneLaunchManySplits) {
 
 TEST(PagedAttention, DecodeGroupsHeadDimsBlockSizes) {
   HAYATE_REQUIRE_GPU();
-  run_case<half>({4, 4, 64, 7, kMixed, {}});             // group 1, odd block size
-  run_case<half>({6, 2, 32, 16, kMixed, {}});            // group 3 (padded to 4)
-  run_case<half>({16, 2, 128, 16, kMixed, {}});          // group 8: unroll 2 path
+  run_case<half>({4, 4, 64, 7, kMixed, {}});                    // group 1, odd block size
+  run_case<half>({6, 2, 32, 16, kMixed, {}});                   // group 3 (padded to 4)
+  run_case<half>({16, 2, 128, 16, kMixed, {}});                 // group 8: unroll 2 path
   run_case<half>({8, 2, 64, 16, kMixed, {1056, 32, 2, true}});  // short splits
 }
 
