@@ -6,8 +6,9 @@
 //   per-token positions and the KV write into paged blocks; attention per
 //   sequence through its block table (decode kernel for one-token sequences,
 //   tiled causal kernel for prefill chunks); LM head only on rows that sample;
-//   greedy argmax per row on the device (temperature/top-k/top-p/min-p rows
-//   through the single-stream backend's sampler, one row at a time).
+//   greedy argmax per row on the device, then the temperature/top-k/top-p/
+//   min-p rows in one batched pass (sampling_batched.cu), eager after the graph;
+//   HAYATE_BATCH_SAMPLER=rows: through the single-stream sampler, row by row.
 // All-decode steps replay a CUDA graph captured at start-up for the smallest
 // batch-size bucket that holds them; rows past the batch are padding that
 // reads and writes only a scratch block at the end of the pool.
@@ -16,6 +17,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "core/check.h"
@@ -129,6 +132,14 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     max_blocks_ = (max_model_len_ + block_size_ - 1) / block_size_;
     n_splits_ = std::min(kMaxSplits, (max_model_len_ + 511) / 512);
     part_ = (max_model_len_ + n_splits_ - 1) / n_splits_;
+
+    // The sampler of non-greedy rows: "batched" (default) or "rows" (the
+    // per-row path it replaced, kept to compare on the device).
+    const char* sampler = std::getenv("HAYATE_BATCH_SAMPLER");
+    const std::string sampler_s = sampler ? sampler : "batched";
+    HAYATE_CHECK(sampler_s == "batched" || sampler_s == "rows",
+                 "HAYATE_BATCH_SAMPLER must be batched or rows, got '", sampler_s, "'");
+    row_sampler_ = sampler_s == "rows";
 
     HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
     HAYATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
@@ -328,12 +339,13 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                        CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
-  // Rows with temperature > 0 overwrite their greedy pick, one row at a time
-  // through the single-stream sampler (sort + walk; engine/sampling.h semantics).
+  // Rows with temperature > 0 overwrite their greedy pick (engine/sampling.h
+  // semantics): all at once (one segmented sort, one pick launch), or with
+  // row_sampler_ one row at a time through the single-stream sampler.
   void sample_non_greedy(const Batch& batch, const std::vector<int32_t>& which,
                          const std::vector<int>& slot) {
     std::vector<StepState> st;
-    std::vector<int> at;
+    std::vector<int32_t> at;  // logits row (= d_out_ slot) of each
     for (size_t j = 0; j < which.size(); ++j) {
       const BatchSeq& s = batch.seqs[size_t(which[j])];
       const SamplingParams& p = *s.sampling;
@@ -344,6 +356,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     }
     if (st.empty()) return;
     upload(states_, st.data(), st.size());
+    if (!row_sampler_) {
+      upload(d_ng_rows_, at.data(), at.size());
+      sample_batched(logits_, c_.vocab_size, d_ng_rows_, states_, int(st.size()), max_seqs_,
+                     batch_ws_, d_out_, s_);
+      return;
+    }
     for (size_t j = 0; j < st.size(); ++j)
       sample(logits_ + size_t(at[j]) * c_.vocab_size, c_.vocab_size, states_ + j, false, sample_ws_,
              d_out_ + at[j], s_, false);
@@ -389,6 +407,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const size_t ws = sampling_workspace_bytes(c_.vocab_size);
     sample_ws_ = alloc<char>(ws);
     HAYATE_CUDA_CHECK(cudaMemsetAsync(sample_ws_, 0, ws, s_));
+    d_ng_rows_ = alloc<int32_t>(S);
+    if (!row_sampler_) {  // [2, 2, max_seqs, vocab] sort buffers (~0.5 GB at 256 x 128256)
+      batch_ws_ = alloc<char>(batched_sampling_workspace_bytes(c_.vocab_size, max_seqs_));
+      batched_sampling_init(batch_ws_, c_.vocab_size, max_seqs_, s_);
+    }
     h_tokens_ = PinnedInts(T_);
     h_pos_ = PinnedInts(T_);
     h_seq_ = PinnedInts(T_);
@@ -554,7 +577,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int32_t *d_tiles_ = nullptr, *d_sample_rows_ = nullptr, *d_ident_ = nullptr;
   int32_t *d_tables_ = nullptr, *d_out_ = nullptr;
   StepState* states_ = nullptr;
-  char* sample_ws_ = nullptr;
+  int32_t* d_ng_rows_ = nullptr;  // [max_seqs] logits rows of the non-greedy picks
+  char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
+  bool row_sampler_ = false;  // HAYATE_BATCH_SAMPLER=rows
   PinnedInts h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
   std::vector<int> buckets_;
   std::vector<int> last_slot_;  // logits row of each sampled seq of the last step
