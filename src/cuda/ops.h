@@ -146,19 +146,6 @@ void batched_sampling_init(void* workspace, int vocab, int max_rows, cudaStream_
 void sample_batched(const float* logits, int vocab, const int32_t* rows, const StepState* states,
                     int n, int max_rows, void* workspace, int32_t* out, cudaStream_t s);
 
-// ---- sampling_batched.cu -----------------------------------------------------
-// Non-greedy picks of n rows in one pass (one segmented sort, one pick launch
-// with a block per row; the walk and draw of sample() above). Row b is logits
-// row rows[b] ([*, vocab], device) with states[b] (temperature > 0: greedy rows
-// take argmax_rows instead); its id goes to out[rows[b]], every other entry of
-// out is left as it was. n <= max_rows; workspace:
-// batched_sampling_workspace_bytes(), prepared once by batched_sampling_init()
-// (about 16 * vocab * max_rows bytes: the sort's double buffers).
-size_t batched_sampling_workspace_bytes(int vocab, int max_rows);
-void batched_sampling_init(void* workspace, int vocab, int max_rows, cudaStream_t s);
-void sample_batched(const float* logits, int vocab, const int32_t* rows, const StepState* states,
-                    int n, int max_rows, void* workspace, int32_t* out, cudaStream_t s);
-
 // ---- dummy.cu: weight generation and conversion ---------------------------------
 // dst[i] = T(offset + scale * uniform_pm1(seed, stream, first + i)), i < n.
 template <typename T>
