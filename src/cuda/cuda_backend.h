@@ -17,11 +17,12 @@ int cuda_device_count();
 // - pdl: programmatic dependent launch in the decode graph (run 4-7: neutral
 //   to 0.4 ms slower with full-occupancy GEMV grids);
 // - gemv_blocks_per_sm: cap on the decode GEMVs' one-wave grid (0 = as many as
-//   fit), so the next kernel's blocks can be resident early under PDL;
+//   fit), so the next kernel's blocks can be resident early under PDL (run 8:
+//   +0.21 / +0.72 ms at 3 / 2 blocks per SM with PDL);
 // - gemv_two_rounds: GEMVs with K <= 4096 keep two rounds of weight loads in
-//   flight per thread (gemv2_kernel) instead of one;
+//   flight per thread (gemv2_kernel) instead of one (run 8: -0.09 ms);
 // - short_attention: contexts that fit one block per query head take the
-//   one-pass attention kernel (a second pair of graphs).
+//   one-pass attention kernel (a second pair of graphs; run 8: -0.25 ms).
 struct CudaTuning {
   bool pdl = false;
   int gemv_blocks_per_sm = 0;

@@ -50,7 +50,8 @@ void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* n
 
 // The same four with launch options (run 8): blocks_per_sm > 0 caps the
 // one-wave grid below full occupancy so that, under PDL, the next kernel's
-// blocks fit beside it and start their weight loads early.
+// blocks fit beside it and start their weight loads early (measured slower on
+// the H200 at 2 and 3 blocks per SM: bench/kernels/NOTES.md run 8).
 // two_rounds: rows of K <= 4096 keep two rounds of loads in flight per thread.
 struct GemvLaunch {
   cudaStream_t s = nullptr;

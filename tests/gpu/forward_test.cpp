@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include "core/check.h"
@@ -112,7 +113,7 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
   cpu_->forward(head, 0, c, false);
   gpu_->forward(head, 0, g, false);
   const SamplingParams p{0.9f, 0.95f, 50, 0.0f, seed_};
-  int same = 0, outside_top_k = 0;
+  int same = 0, outside_top_k = 0, near_boundary = 0;
   const int steps = 20;
   int32_t tok = prompt[8];
   for (int s = 0; s < steps; ++s) {
@@ -124,9 +125,22 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
     same += got == want;
     std::vector<float> sorted = c;
     std::nth_element(sorted.begin(), sorted.begin() + (p.top_k - 1), sorted.end(), std::greater<>());
-    outside_top_k += c[got] < sorted[p.top_k - 1];
+    // The device ranks its own logits: in bf16 (~1e-2 of the logit scale) its
+    // k-th and the host's k-th may differ, so a pick just below the host's
+    // k-th logit, within that rounding, is a boundary case, not an error
+    // (run 8: one such pick in 20 with a flat random-weight distribution).
+    const float kth = sorted[p.top_k - 1];
+    const float scale = std::fabs(*std::max_element(
+        c.begin(), c.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); }));
+    const float slack = GetParam() == DType::F16 ? 0.0f : 1e-2f * scale;
+    if (c[got] < kth) {
+      if (c[got] >= kth - slack) ++near_boundary;
+      else ++outside_top_k;
+    }
     tok = want;  // both continue from the host's choice
   }
+  if (near_boundary > 0) std::printf("bf16 picks just outside the host's top-k: %d of %d\n", near_boundary, steps);
+  EXPECT_LE(near_boundary, 2);
   // The same draw on the same distribution picks the same token; fp16 logits
   // move probabilities little, so a draw flips rarely. bf16 logits (~1e-2
   // relative) move them enough to flip many draws: there the check is only
