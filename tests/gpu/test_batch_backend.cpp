@@ -2,25 +2,34 @@
 // prefill and decode, shuffled block tables, decode graphs) vs the fp32 paged
 // CPU backend and the single-sequence CPU backend's logits; then the Engine
 // over the GPU backend: batched ids equal single-request ids, also across
-// preemption with a tiny pool. Model: dummy:tiny with the vocabulary cut to
-// 512 ids (as the engine tests), fp16 on the GPU.
+// preemption with a tiny pool. The batched sampler (sampling_batched.cu)
+// against the host sampler: on random logits, on the step's own logits (both
+// sampler modes), and sampled requests batched vs alone through the Engine.
+// Model: dummy:tiny with the vocabulary cut to 512 ids (as the engine tests),
+// fp16 on the GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
+#include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_paged_backend.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_batch_backend.h"
+#include "cuda/ops.h"
 #include "engine/engine.h"
 #include "engine/sampling.h"
+#include "gpu/gpu_test_util.h"
 #include "model/model.h"
 
 namespace hayate {
@@ -96,6 +105,133 @@ double rel_err(const std::vector<float>& gpu, size_t j, const std::vector<float>
     den += double(ref[v]) * ref[v];
   }
   return std::sqrt(num / den);
+}
+
+// Whether `id` is the host sampler's pick from logits `l` (engine/sampling.h),
+// up to rounding: 0 = the host's id; 1 = another id, but the draw lands within
+// `tol` (a share of the kept mass) of that id's interval, allowing a top-p or
+// min-p cut within `tol` of its threshold (the device sums weights in float,
+// the host in double; through the engine, fp16 logits against fp32 ones);
+// greedy: a logit gap within tol of the logit scale. 2 = a real mismatch.
+int judge(std::span<const float> l, const SamplingParams& p, uint64_t step, int32_t id,
+          double tol) {
+  const int32_t want = sample_token(l, p, step);
+  if (id == want) return 0;
+  const size_t V = l.size();
+  if (id < 0 || size_t(id) >= V) return 2;
+  if (p.greedy()) {
+    float scale = 0.0f;
+    for (float x : l) scale = std::max(scale, std::fabs(x));
+    return l[size_t(want)] - l[size_t(id)] <= tol * scale ? 1 : 2;
+  }
+  // The host's order (logit / T descending, ties by id) and its probabilities over the top-k.
+  std::vector<int32_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  auto scaled = [&](int32_t i) { return l[size_t(i)] / p.temperature; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return scaled(a) > scaled(b); });
+  const size_t k = p.top_k > 0 ? std::min(size_t(p.top_k), V) : V;
+  std::vector<double> prob(k), cum(k);
+  double total = 0.0;
+  for (size_t i = 0; i < k; ++i)
+    total += prob[i] = std::exp(double(scaled(order[i])) - double(scaled(order[0])));
+  for (size_t i = 0; i < k; ++i) cum[i] = (i ? cum[i - 1] : 0.0) + (prob[i] /= total);
+  const size_t pos = size_t(std::find(order.begin(), order.begin() + long(k), id) - order.begin());
+  if (pos == k) return 2;  // outside the top-k
+  // Ends of the kept prefix that rounding allows: top-p's, then min-p's.
+  std::vector<size_t> ends_p, ends_m;
+  for (size_t n = 1; n <= k; ++n) {
+    if (p.top_p >= 1.0f ? n == k
+                        : (n == 1 || cum[n - 2] < p.top_p + tol) &&
+                              (n == k || cum[n - 1] >= p.top_p - tol))
+      ends_p.push_back(n);
+    if (p.min_p <= 0.0f ? n == k
+                        : prob[n - 1] >= (p.min_p - tol) * prob[0] &&
+                              (n == k || prob[n] < (p.min_p + tol) * prob[0]))
+      ends_m.push_back(n);
+  }
+  const double u = uniform01(p.seed, step, 0);
+  for (size_t a : ends_p)
+    for (size_t b : ends_m) {
+      const size_t n = std::min(a, b);
+      if (pos >= n) continue;
+      const double mass = cum[n - 1], target = u * mass;
+      const double lo = pos ? cum[pos - 1] : 0.0, hi = cum[pos];
+      const double dist = target < lo ? lo - target : target >= hi ? target - hi : 0.0;
+      if (dist <= tol * mass) return 1;
+    }
+  return 2;
+}
+
+// Per-row sampling parameters: a mix of every filter (row % 4 == 0: greedy when
+// `with_greedy`), fresh seeds and steps.
+SamplingParams random_params(std::mt19937_64& rng, int row, int vocab, bool with_greedy) {
+  const float temps[] = {0.5f, 0.8f, 1.0f, 1.3f}, top_ps[] = {1.0f, 0.95f, 0.7f, 0.3f};
+  const float min_ps[] = {0.0f, 0.0f, 0.02f, 0.1f};
+  const int top_ks[] = {0, 1, 7, 40, 300, vocab + 3};
+  SamplingParams p;
+  if (with_greedy && row % 4 == 0) return p;
+  p.temperature = temps[rng() % 4];
+  p.top_p = top_ps[rng() % 4];
+  p.min_p = min_ps[rng() % 4];
+  p.top_k = top_ks[rng() % 6];
+  p.seed = rng();
+  return p;
+}
+
+// sample_batched alone, on fresh random logits [max_rows, vocab]: a shuffled
+// subset of rows (n = 1, max_rows and between), each with its own parameters,
+// seed and step, against the host sampler; rows not sampled keep their poison.
+TEST(BatchedSamplerTest, MatchesHostSamplerPerRow) {
+  HAYATE_REQUIRE_GPU();
+  const uint64_t seed = cuda::test::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  constexpr int kRows = 12;
+  int draws = 0, near = 0;
+  for (int vocab : {128256, 512, 7}) {
+    std::vector<float> l = cuda::test::random_vec(size_t(kRows) * vocab, rng, -4.0f, 4.0f);
+    for (int i = 0; i < kRows * std::min(vocab / 8, 50); ++i)  // a few likely tokens per row
+      l[rng() % l.size()] += 6.0f;
+    cuda::test::Dev<float> dl(l);
+    cuda::test::Dev<char> ws(cuda::batched_sampling_workspace_bytes(vocab, kRows));
+    cuda::batched_sampling_init(ws.get(), vocab, kRows, nullptr);
+    for (int n : {1, kRows, 5, kRows}) {
+      std::vector<int32_t> rows(kRows);
+      std::iota(rows.begin(), rows.end(), 0);
+      std::shuffle(rows.begin(), rows.end(), rng);
+      rows.resize(size_t(n));
+      std::vector<SamplingParams> ps;
+      std::vector<cuda::StepState> st;
+      for (int b = 0; b < n; ++b) {
+        ps.push_back(random_params(rng, b, vocab, false));
+        const SamplingParams& p = ps.back();
+        st.push_back({0, 0, p.seed, rng() % 1000, p.temperature, p.top_p, p.min_p, p.top_k});
+      }
+      cuda::test::Dev<int32_t> drows(rows), out(kRows);  // out poisoned: -1
+      cuda::test::Dev<cuda::StepState> dst(st);
+      cuda::sample_batched(dl.get(), vocab, drows.get(), dst.get(), n, kRows, ws.get(), out.get(),
+                           nullptr);
+      const std::vector<int32_t> got = out.download();
+      for (int r = 0; r < kRows; ++r) {
+        const auto it = std::find(rows.begin(), rows.end(), r);
+        if (it == rows.end()) {
+          EXPECT_EQ(got[size_t(r)], -1) << "row " << r << " was not sampled but written";
+          continue;
+        }
+        const size_t b = size_t(it - rows.begin());
+        const int v = judge(std::span(l).subspan(size_t(r) * vocab, size_t(vocab)), ps[b],
+                            st[b].step, got[size_t(r)], 1e-5);
+        EXPECT_NE(v, 2) << "vocab " << vocab << " n " << n << " row " << r << " T "
+                        << ps[b].temperature << " top_k " << ps[b].top_k << " top_p "
+                        << ps[b].top_p << " min_p " << ps[b].min_p << ": got " << got[size_t(r)]
+                        << ", host " << sample_token(std::span(l).subspan(size_t(r) * vocab, size_t(vocab)), ps[b], st[b].step);
+        ++draws;
+        near += v == 1;
+      }
+    }
+  }
+  EXPECT_LE(near, draws / 4) << "of " << draws << " draws off the host's id within rounding";
 }
 
 // One sequence of the direct-step test: its prompt, the chunk size its prompt
@@ -311,20 +447,115 @@ TEST_F(BatchBackendTest, BadInputIsAnError) {
   EXPECT_GE(out[0], 0);
 }
 
+// The sampler inside the backend, in both modes (HAYATE_BATCH_SAMPLER): every
+// pick of a step, greedy and not, against the host sampler over that step's own
+// logits. Eight sequences: one eager prefill step (m = 8, rows in batch order),
+// decode steps through the bucket-8 graph (logits row = sequence slot), then
+// one sequence alone (m = 1, bucket 1).
+// Sets an environment variable for its lifetime (the lead may run the whole
+// suite with HAYATE_BATCH_SAMPLER=rows; it is restored for the later tests).
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (old) old_ = old;
+    EXPECT_EQ(setenv(name, value, 1), 0);
+  }
+  ~EnvGuard() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+class BatchSamplerModeTest : public BatchBackendTest,
+                             public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(BatchSamplerModeTest, PicksMatchHostSamplerOnTheStepsLogits) {
+  std::unique_ptr<BatchBackend> gpu;
+  {
+    EnvGuard env("HAYATE_BATCH_SAMPLER", GetParam());
+    gpu = make_cuda_batch_backend(*model_, options(40, 8));
+  }
+  const uint64_t seed = cuda::test::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " sampler " << GetParam());
+  std::mt19937_64 rng(seed);
+  constexpr int kSeqs = 8;
+  std::vector<std::vector<int32_t>> toks(kSeqs), tables(kSeqs);
+  std::vector<SamplingParams> ps;
+  std::vector<int> prompt_len(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) {
+    prompt_len[size_t(i)] = 1 + int(rng() % 20);
+    for (int t = 0; t < prompt_len[size_t(i)]; ++t) toks[size_t(i)].push_back(int32_t(rng() % kVocab));
+    for (int b = 0; b < 3; ++b) tables[size_t(i)].push_back(int32_t(39 - 3 * i - b));
+    ps.push_back(random_params(rng, i, kVocab, true));
+  }
+  int draws = 0, near = 0, non_greedy = 0;
+  std::vector<int> done(kSeqs, 0);
+  for (int step = 0; step < 12; ++step) {
+    Batch b;
+    for (int i = 0; i < kSeqs; ++i) {
+      if (step >= 8 && i != 3) continue;  // the last steps: sequence 3 alone
+      BatchSeq s;
+      s.seq_id = uint64_t(i);
+      s.start_pos = done[size_t(i)];
+      s.tokens = std::span<const int32_t>(toks[size_t(i)]).subspan(size_t(done[size_t(i)]));
+      s.block_table = tables[size_t(i)];
+      s.sample = true;
+      s.sampling = &ps[size_t(i)];
+      s.sample_step = uint64_t(toks[size_t(i)].size() - size_t(prompt_len[size_t(i)]));
+      b.seqs.push_back(s);
+      b.num_tokens += int(s.tokens.size());
+    }
+    std::vector<int32_t> out(b.seqs.size(), -1);
+    gpu->step(b, out);
+    const std::vector<float> glog = cuda_batch_last_logits(*gpu);
+    for (size_t j = 0; j < b.seqs.size(); ++j) {
+      const int i = int(b.seqs[j].seq_id);
+      const SamplingParams& p = ps[size_t(i)];
+      const int v = judge(std::span(glog).subspan(j * kVocab, kVocab), p, b.seqs[j].sample_step,
+                          out[j], 1e-5);
+      EXPECT_NE(v, 2) << "step " << step << " seq " << i << " T " << p.temperature << " top_k "
+                      << p.top_k << " top_p " << p.top_p << " min_p " << p.min_p << ": got "
+                      << out[j];
+      ++draws;
+      near += v == 1;
+      non_greedy += !p.greedy();
+      done[size_t(i)] += int(b.seqs[j].tokens.size());
+      toks[size_t(i)].push_back(out[j] >= 0 && out[j] < kVocab ? out[j] : 0);
+    }
+  }
+  EXPECT_GT(non_greedy, 40) << "too few non-greedy draws";
+  EXPECT_LE(near, draws / 4) << "of " << draws << " draws off the host's id within rounding";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sampler, BatchSamplerModeTest, ::testing::Values("batched", "rows"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
+TEST_F(BatchBackendTest, BadSamplerModeIsAnError) {
+  EnvGuard env("HAYATE_BATCH_SAMPLER", "fast");
+  EXPECT_THROW(make_cuda_batch_backend(*model_, options(20)), Error);
+}
+
 // ---- through the Engine ------------------------------------------------------------
 
 std::map<RequestId, std::vector<int32_t>> run_engine(
     BatchBackend& backend, const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
-    int max_seqs, uint64_t* preemptions) {
+    int max_seqs, uint64_t* preemptions, const std::vector<SamplingParams>& params = {}) {
   EngineOptions eo;
   eo.max_num_seqs = max_seqs;
   eo.max_num_batched_tokens = 64;  // prompts go in chunks, mixed with decodes
   Engine engine(backend, nullptr, eo);
   std::map<RequestId, std::vector<int32_t>> out;
   std::vector<RequestId> ids;
-  for (const auto& p : prompts) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
     EngineRequest r;
-    r.prompt = p;
+    r.prompt = prompts[i];
+    if (i < params.size()) r.sampling = params[i];
     r.max_tokens = max_tokens;
     r.ignore_eos = true;
     auto* sink = &out;
@@ -374,6 +605,64 @@ TEST_F(BatchBackendTest, EngineBatchedEqualsSingleAcrossPreemption) {
       oracle->forward(std::span(&id, 1), int(prompts[i].size()) + t, ref, false);
     }
   }
+}
+
+// Sampled requests (each its own temperature / top-k / top-p / min-p / seed,
+// one greedy) batched on a tiny pool (preemption) vs each alone. A draw depends
+// only on (seed, step) and the row's logits, but logits of different batch
+// shapes (graph buckets, matmul paths) differ by rounding, so a pair may part
+// at a draw near an interval's edge: there both ids must be plausible, and at
+// least one request must match all the way. Every id of both runs follows the
+// host sampler over the fp32 CPU oracle's logits (teacher forced) within 2 %
+// of the kept mass, but for a few (fp16 logits against fp32 ones).
+TEST_F(BatchBackendTest, EngineSampledBatchedEqualsSingle) {
+  std::mt19937_64 rng(4321);
+  const int lens[] = {3, 20, 45, 70, 12, 33};
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<SamplingParams> ps;
+  for (int n : lens) {
+    std::vector<int32_t> p;
+    for (int t = 0; t < n; ++t) p.push_back(int32_t(rng() % kVocab));
+    prompts.push_back(p);
+    ps.push_back(random_params(rng, int(ps.size()) + 1, kVocab, true));  // request 3: greedy
+  }
+  const int kTokens = 24;
+  std::unique_ptr<BatchBackend> roomy = make_cuda_batch_backend(*model_, options(64, 4));
+  std::vector<std::vector<int32_t>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    alone.push_back(run_engine(*roomy, {prompts[i]}, kTokens, 4, nullptr, {ps[i]})[0]);
+  std::unique_ptr<BatchBackend> tiny = make_cuda_batch_backend(*model_, options(14, 4, 14 * 16));
+  uint64_t preemptions = 0;
+  auto together = run_engine(*tiny, prompts, kTokens, 4, &preemptions, ps);
+  EXPECT_GT(preemptions, 0u) << "the pool was meant to run out";
+  int parted = 0, draws = 0, off = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int32_t>* runs[] = {&alone[i], &together[i]};
+    std::vector<int> verdict[2];
+    for (int r = 0; r < 2; ++r) {
+      const std::vector<int32_t>& ids = *runs[r];
+      ASSERT_EQ(int(ids.size()), kTokens) << "request " << i << " run " << r;
+      std::unique_ptr<Backend> oracle = single_cpu();
+      std::vector<float> ref(kVocab);
+      oracle->forward(prompts[i], 0, ref, false);
+      for (int t = 0; t < kTokens; ++t) {
+        verdict[r].push_back(judge(ref, ps[i], uint64_t(t), ids[size_t(t)], 2e-2));
+        off += verdict[r].back() == 2;
+        ++draws;
+        oracle->forward(std::span(&ids[size_t(t)], 1), int(prompts[i].size()) + t, ref, false);
+      }
+    }
+    const auto at = std::mismatch(alone[i].begin(), alone[i].end(), together[i].begin());
+    if (at.first == alone[i].end()) continue;
+    const size_t t = size_t(at.first - alone[i].begin());
+    ++parted;
+    EXPECT_NE(verdict[0][t], 2) << "request " << i << " parts at id " << t;
+    EXPECT_NE(verdict[1][t], 2) << "request " << i << " parts at id " << t;
+  }
+  EXPECT_LT(parted, int(prompts.size())) << "no request matched its lone run";
+  EXPECT_LE(off, draws / 20) << "ids off the host sampler over fp32 logits";
+  std::printf("sampled engine run: %d of %zu requests parted from their lone run\n", parted,
+              prompts.size());
 }
 
 }  // namespace
