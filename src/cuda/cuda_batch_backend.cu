@@ -7,8 +7,9 @@
 //   sequence through its block table (decode kernel for one-token sequences,
 //   tiled causal kernel for prefill chunks); LM head only on rows that sample;
 //   greedy argmax per row on the device, then the temperature/top-k/top-p/
-//   min-p rows in one batched pass (sampling_batched.cu), eager after the graph;
-//   HAYATE_BATCH_SAMPLER=rows: through the single-stream sampler, row by row.
+//   min-p rows in one batched pass (sampling_batched.cu), eager after the graph,
+//   or row by row through the single-stream sampler when a start-up timing finds
+//   that faster for so few rows (HAYATE_BATCH_SAMPLER=batched|rows forces one).
 // All-decode steps replay a CUDA graph captured at start-up for the smallest
 // batch-size bucket that holds them; rows past the batch are padding that
 // reads and writes only a scratch block at the end of the pool.
@@ -16,12 +17,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "core/check.h"
+#include "core/rng.h"
 #include "cuda/buffer.h"
 #include "cuda/cuda_batch_backend.h"
 #include "cuda/gemv_batched.h"
@@ -133,13 +136,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     n_splits_ = std::min(kMaxSplits, (max_model_len_ + 511) / 512);
     part_ = (max_model_len_ + n_splits_ - 1) / n_splits_;
 
-    // The sampler of non-greedy rows: "batched" (default) or "rows" (the
-    // per-row path it replaced, kept to compare on the device).
+    // The sampler of non-greedy rows: "auto" (default: timed at start-up),
+    // "batched" or "rows" (the per-row path, kept to compare on the device).
     const char* sampler = std::getenv("HAYATE_BATCH_SAMPLER");
-    const std::string sampler_s = sampler ? sampler : "batched";
-    HAYATE_CHECK(sampler_s == "batched" || sampler_s == "rows",
-                 "HAYATE_BATCH_SAMPLER must be batched or rows, got '", sampler_s, "'");
-    row_sampler_ = sampler_s == "rows";
+    sampler_ = sampler ? sampler : "auto";
+    HAYATE_CHECK(sampler_ == "auto" || sampler_ == "batched" || sampler_ == "rows",
+                 "HAYATE_BATCH_SAMPLER must be auto, batched or rows, got '", sampler_, "'");
 
     HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
     HAYATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
@@ -153,6 +155,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     alloc_workspace();
     alloc_pool(o);
     capture_graphs();
+    time_samplers();
   }
 
   ~CudaBatchBackend() override {
@@ -340,8 +343,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   }
 
   // Rows with temperature > 0 overwrite their greedy pick (engine/sampling.h
-  // semantics): all at once (one segmented sort, one pick launch), or with
-  // row_sampler_ one row at a time through the single-stream sampler.
+  // semantics): all at once (one segmented sort, one pick launch) from
+  // batch_from_ rows up, else one row at a time through the single-stream sampler.
   void sample_non_greedy(const Batch& batch, const std::vector<int32_t>& which,
                          const std::vector<int>& slot) {
     std::vector<StepState> st;
@@ -356,7 +359,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     }
     if (st.empty()) return;
     upload(states_, st.data(), st.size());
-    if (!row_sampler_) {
+    if (int(st.size()) >= batch_from_) {
       upload(d_ng_rows_, at.data(), at.size());
       sample_batched(logits_, c_.vocab_size, d_ng_rows_, states_, int(st.size()), max_seqs_,
                      batch_ws_, d_out_, s_);
@@ -408,7 +411,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     sample_ws_ = alloc<char>(ws);
     HAYATE_CUDA_CHECK(cudaMemsetAsync(sample_ws_, 0, ws, s_));
     d_ng_rows_ = alloc<int32_t>(S);
-    if (!row_sampler_) {  // [2, 2, max_seqs, vocab] sort buffers (~0.5 GB at 256 x 128256)
+    if (sampler_ != "rows") {  // [2, 2, max_seqs, vocab] sort buffers (~0.5 GB at 256 x 128256)
       batch_ws_ = alloc<char>(batched_sampling_workspace_bytes(c_.vocab_size, max_seqs_));
       batched_sampling_init(batch_ws_, c_.vocab_size, max_seqs_, s_);
     }
@@ -520,23 +523,70 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     return exec;
   }
 
-  // Mean ms of 5 replays after one warm replay (padding rows: same weights
-  // streamed as a real step, attention over one key).
-  float time_graph(cudaGraphExec_t exec) {
+  // Mean ms of `reps` calls of f() on the stream after one warm call.
+  template <typename F>
+  float time_ms(F f, int reps) {
     cudaEvent_t e0 = nullptr, e1 = nullptr;
     HAYATE_CUDA_CHECK(cudaEventCreate(&e0));
     HAYATE_CUDA_CHECK(cudaEventCreate(&e1));
-    HAYATE_CUDA_CHECK(cudaGraphLaunch(exec, s_));
+    f();
     HAYATE_CUDA_CHECK(cudaEventRecord(e0, s_));
-    constexpr int kReps = 5;
-    for (int i = 0; i < kReps; ++i) HAYATE_CUDA_CHECK(cudaGraphLaunch(exec, s_));
+    for (int i = 0; i < reps; ++i) f();
     HAYATE_CUDA_CHECK(cudaEventRecord(e1, s_));
     HAYATE_CUDA_CHECK(cudaEventSynchronize(e1));
     float ms = 0.0f;
     HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
     HAYATE_CUDA_CHECK(cudaEventDestroy(e0));
     HAYATE_CUDA_CHECK(cudaEventDestroy(e1));
-    return ms / kReps;
+    return ms / float(reps);
+  }
+
+  // Padding rows: same weights streamed as a real step, attention over one key.
+  float time_graph(cudaGraphExec_t exec) {
+    return time_ms([&] { HAYATE_CUDA_CHECK(cudaGraphLaunch(exec, s_)); }, 5);
+  }
+
+  // The two samplers' crossover on this device (auto): one row through the
+  // per-row path costs r; the batched pass over n rows costs about the same
+  // while its blocks fit the SMs. Batched from the first bucket n where it
+  // beats n * r. Logits: one pseudo-random row [vocab] copied to every row,
+  // T = 1 and no filter (the walk covers the whole row: the slowest case).
+  void time_samplers() {
+    if (sampler_ != "auto") {
+      batch_from_ = sampler_ == "batched" ? 1 : INT_MAX;
+      return;
+    }
+    const size_t V = size_t(c_.vocab_size);
+    std::vector<float> row(V);
+    for (size_t i = 0; i < V; ++i) row[i] = 8.0f * uniform01(7, 0, i);
+    upload(logits_, row.data(), V);
+    for (int r = 1; r < max_seqs_; ++r)
+      HAYATE_CUDA_CHECK(cudaMemcpyAsync(logits_ + r * V, logits_, V * sizeof(float),
+                                        cudaMemcpyDeviceToDevice, s_));
+    std::vector<StepState> st(size_t(max_seqs_), StepState{0, 0, 1, 0, 1.0f, 1.0f, 0.0f, 0});
+    upload(states_, st.data(), st.size());
+    HAYATE_CUDA_CHECK(cudaMemcpyAsync(d_ng_rows_, d_ident_, sizeof(int32_t) * size_t(max_seqs_),
+                                      cudaMemcpyDeviceToDevice, s_));  // rows 0, 1, ...
+    const int Vi = c_.vocab_size;
+    const float row_ms =
+        time_ms([&] { sample(logits_, Vi, states_, false, sample_ws_, d_out_, s_, false); }, 3);
+    float batch_ms = 0.0f;
+    for (int n : buckets_) {
+      batch_ms = time_ms(
+          [&] {
+            sample_batched(logits_, Vi, d_ng_rows_, states_, n, max_seqs_, batch_ws_, d_out_, s_);
+          },
+          3);
+      if (batch_ms <= float(n) * row_ms) {
+        batch_from_ = n;
+        break;
+      }
+    }
+    std::fprintf(stderr,
+                 "hayate: sampling %.0f us per row one by one, batched %.0f us at %d rows: "
+                 "batched from %s non-greedy rows\n",
+                 row_ms * 1e3f, batch_ms * 1e3f, std::min(batch_from_, max_seqs_),
+                 batch_from_ == INT_MAX ? "no" : std::to_string(batch_from_).c_str());
   }
 
   // The shared checks plus this backend's limits (workspace rows, block-table
@@ -579,7 +629,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   StepState* states_ = nullptr;
   int32_t* d_ng_rows_ = nullptr;  // [max_seqs] logits rows of the non-greedy picks
   char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
-  bool row_sampler_ = false;  // HAYATE_BATCH_SAMPLER=rows
+  std::string sampler_;       // HAYATE_BATCH_SAMPLER: auto, batched or rows
+  int batch_from_ = INT_MAX;  // steps with this many non-greedy rows or more: batched
   PinnedInts h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
   std::vector<int> buckets_;
   std::vector<int> last_slot_;  // logits row of each sampled seq of the last step

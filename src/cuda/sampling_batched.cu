@@ -30,11 +30,13 @@ constexpr int kPickThreads = 1024;
 
 // grid (x blocks over vocab, n rows). keys/ids [n, vocab]: row b = logits row rows[b].
 __global__ void __launch_bounds__(kGatherThreads)
-gather_rows_kernel(const float* __restrict__ logits, int vocab, const int32_t* __restrict__ rows,
-                   float* __restrict__ keys, int32_t* __restrict__ ids) {
+    gather_rows_kernel(const float* __restrict__ logits, int vocab,
+                       const int32_t* __restrict__ rows, float* __restrict__ keys,
+                       int32_t* __restrict__ ids) {
   const size_t b = blockIdx.y;
   const float* src = logits + size_t(rows[b]) * vocab;
-  for (int i = blockIdx.x * kGatherThreads + threadIdx.x; i < vocab; i += gridDim.x * kGatherThreads) {
+  for (int i = blockIdx.x * kGatherThreads + threadIdx.x; i < vocab;
+       i += gridDim.x * kGatherThreads) {
     keys[b * vocab + i] = src[i];
     ids[b * vocab + i] = i;
   }
@@ -42,11 +44,12 @@ gather_rows_kernel(const float* __restrict__ logits, int vocab, const int32_t* _
 
 // One block per sampled row: sorted/ids [n, vocab], states [n] -> out[rows[b]].
 __global__ void __launch_bounds__(kPickThreads)
-pick_rows_kernel(const float* __restrict__ sorted, const int32_t* __restrict__ ids, int vocab,
-                 const int32_t* __restrict__ rows, const StepState* __restrict__ states,
-                 int32_t* __restrict__ out) {
+    pick_rows_kernel(const float* __restrict__ sorted, const int32_t* __restrict__ ids, int vocab,
+                     const int32_t* __restrict__ rows, const StepState* __restrict__ states,
+                     int32_t* __restrict__ out) {
   const size_t b = blockIdx.x;
-  const int32_t id = pick_sorted<kPickThreads>(sorted + b * vocab, ids + b * vocab, vocab, states + b);
+  const int32_t id =
+      pick_sorted<kPickThreads>(sorted + b * vocab, ids + b * vocab, vocab, states + b);
   if (threadIdx.x == 0) out[rows[b]] = id;
 }
 
@@ -68,7 +71,9 @@ struct Workspace {
   size_t cub_bytes;
 };
 
-size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+size_t align256(size_t b) {
+  return (b + 255) / 256 * 256;
+}
 
 size_t sort_bytes(int n_items, int n_rows) {
   cub::DoubleBuffer<float> k(nullptr, nullptr);

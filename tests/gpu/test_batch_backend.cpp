@@ -141,9 +141,9 @@ int judge(std::span<const float> l, const SamplingParams& p, uint64_t step, int3
   // Ends of the kept prefix that rounding allows: top-p's, then min-p's.
   std::vector<size_t> ends_p, ends_m;
   for (size_t n = 1; n <= k; ++n) {
-    if (p.top_p >= 1.0f ? n == k
-                        : (n == 1 || cum[n - 2] < p.top_p + tol) &&
-                              (n == k || cum[n - 1] >= p.top_p - tol))
+    if (p.top_p >= 1.0f
+            ? n == k
+            : (n == 1 || cum[n - 2] < p.top_p + tol) && (n == k || cum[n - 1] >= p.top_p - tol))
       ends_p.push_back(n);
     if (p.min_p <= 0.0f ? n == k
                         : prob[n - 1] >= (p.min_p - tol) * prob[0] &&
@@ -223,9 +223,10 @@ TEST(BatchedSamplerTest, MatchesHostSamplerPerRow) {
         const int v = judge(std::span(l).subspan(size_t(r) * vocab, size_t(vocab)), ps[b],
                             st[b].step, got[size_t(r)], 1e-5);
         EXPECT_NE(v, 2) << "vocab " << vocab << " n " << n << " row " << r << " T "
-                        << ps[b].temperature << " top_k " << ps[b].top_k << " top_p "
-                        << ps[b].top_p << " min_p " << ps[b].min_p << ": got " << got[size_t(r)]
-                        << ", host " << sample_token(std::span(l).subspan(size_t(r) * vocab, size_t(vocab)), ps[b], st[b].step);
+                        << ps[b].temperature << " top_k " << ps[b].top_k << " top_p " << ps[b].top_p
+                        << " min_p " << ps[b].min_p << ": got " << got[size_t(r)] << ", host "
+                        << sample_token(std::span(l).subspan(size_t(r) * vocab, size_t(vocab)),
+                                        ps[b], st[b].step);
         ++draws;
         near += v == 1;
       }
@@ -447,7 +448,7 @@ TEST_F(BatchBackendTest, BadInputIsAnError) {
   EXPECT_GE(out[0], 0);
 }
 
-// The sampler inside the backend, in both modes (HAYATE_BATCH_SAMPLER): every
+// The sampler inside the backend, in each mode (HAYATE_BATCH_SAMPLER): every
 // pick of a step, greedy and not, against the host sampler over that step's own
 // logits. Eight sequences: one eager prefill step (m = 8, rows in batch order),
 // decode steps through the bucket-8 graph (logits row = sequence slot), then
@@ -488,7 +489,8 @@ TEST_P(BatchSamplerModeTest, PicksMatchHostSamplerOnTheStepsLogits) {
   std::vector<int> prompt_len(kSeqs);
   for (int i = 0; i < kSeqs; ++i) {
     prompt_len[size_t(i)] = 1 + int(rng() % 20);
-    for (int t = 0; t < prompt_len[size_t(i)]; ++t) toks[size_t(i)].push_back(int32_t(rng() % kVocab));
+    for (int t = 0; t < prompt_len[size_t(i)]; ++t)
+      toks[size_t(i)].push_back(int32_t(rng() % kVocab));
     for (int b = 0; b < 3; ++b) tables[size_t(i)].push_back(int32_t(39 - 3 * i - b));
     ps.push_back(random_params(rng, i, kVocab, true));
   }
@@ -531,7 +533,8 @@ TEST_P(BatchSamplerModeTest, PicksMatchHostSamplerOnTheStepsLogits) {
   EXPECT_LE(near, draws / 4) << "of " << draws << " draws off the host's id within rounding";
 }
 
-INSTANTIATE_TEST_SUITE_P(Sampler, BatchSamplerModeTest, ::testing::Values("batched", "rows"),
+INSTANTIATE_TEST_SUITE_P(Sampler, BatchSamplerModeTest,
+                         ::testing::Values("batched", "rows", "auto"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });
@@ -608,9 +611,10 @@ TEST_F(BatchBackendTest, EngineBatchedEqualsSingleAcrossPreemption) {
 }
 
 // Sampled requests (each its own temperature / top-k / top-p / min-p / seed,
-// one greedy) batched on a tiny pool (preemption) vs each alone. A draw depends
-// only on (seed, step) and the row's logits, but logits of different batch
-// shapes (graph buckets, matmul paths) differ by rounding, so a pair may part
+// one greedy) batched on a tiny pool (preemption) vs each alone, through the
+// batched sampler. A draw depends only on (seed, step) and the row's logits,
+// but logits of different batch shapes (graph buckets, matmul paths) differ
+// by rounding, so a pair may part
 // at a draw near an interval's edge: there both ids must be plausible, and at
 // least one request must match all the way. Every id of both runs follows the
 // host sampler over the fp32 CPU oracle's logits (teacher forced) within 2 %
@@ -627,11 +631,15 @@ TEST_F(BatchBackendTest, EngineSampledBatchedEqualsSingle) {
     ps.push_back(random_params(rng, int(ps.size()) + 1, kVocab, true));  // request 3: greedy
   }
   const int kTokens = 24;
-  std::unique_ptr<BatchBackend> roomy = make_cuda_batch_backend(*model_, options(64, 4));
+  std::unique_ptr<BatchBackend> roomy, tiny;
+  {
+    EnvGuard env("HAYATE_BATCH_SAMPLER", "batched");  // auto may take rows at this vocab
+    roomy = make_cuda_batch_backend(*model_, options(64, 4));
+    tiny = make_cuda_batch_backend(*model_, options(14, 4, 14 * 16));
+  }
   std::vector<std::vector<int32_t>> alone;
   for (size_t i = 0; i < prompts.size(); ++i)
     alone.push_back(run_engine(*roomy, {prompts[i]}, kTokens, 4, nullptr, {ps[i]})[0]);
-  std::unique_ptr<BatchBackend> tiny = make_cuda_batch_backend(*model_, options(14, 4, 14 * 16));
   uint64_t preemptions = 0;
   auto together = run_engine(*tiny, prompts, kTokens, 4, &preemptions, ps);
   EXPECT_GT(preemptions, 0u) << "the pool was meant to run out";
