@@ -235,6 +235,68 @@ TEST(BatchedSamplerTest, MatchesHostSamplerPerRow) {
   EXPECT_LE(near, draws / 4) << "of " << draws << " draws off the host's id within rounding";
 }
 
+// Both samplers on the same rows [n, 128256] (n = 1 .. 256, T = 1, no filter:
+// the walk covers each row): the same sort order and the same walk, so the
+// same ids exactly; and their times (device events), printed for the docs.
+TEST(BatchedSamplerTest, SameIdsAsPerRowSamplerAndTimes) {
+  HAYATE_REQUIRE_GPU();
+  const uint64_t seed = cuda::test::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  constexpr int kVocab128k = 128256, kMax = 256;
+  std::vector<float> row = cuda::test::random_vec(kVocab128k, rng, -4.0f, 4.0f);
+  cuda::test::Dev<float> logits(size_t(kMax) * kVocab128k);
+  for (int r = 0; r < kMax; ++r) {
+    std::rotate(row.begin(), row.begin() + 1000, row.end());  // rows differ
+    HAYATE_CUDA_CHECK(cudaMemcpy(logits.get() + size_t(r) * kVocab128k, row.data(),
+                                 row.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  std::vector<cuda::StepState> st(kMax);
+  std::vector<int32_t> rows(kMax);
+  for (int r = 0; r < kMax; ++r) {
+    st[size_t(r)] = {0, 0, rng(), uint64_t(r), 1.0f, 1.0f, 0.0f, 0};
+    rows[size_t(r)] = r;
+  }
+  cuda::test::Dev<cuda::StepState> dst(st);
+  cuda::test::Dev<int32_t> drows(rows), a(kMax), b(kMax);
+  cuda::test::Dev<char> ws(cuda::batched_sampling_workspace_bytes(kVocab128k, kMax));
+  cuda::test::Dev<char> ws1(cuda::sampling_workspace_bytes(kVocab128k));
+  HAYATE_CUDA_CHECK(cudaMemset(ws1.get(), 0, ws1.size()));
+  cuda::batched_sampling_init(ws.get(), kVocab128k, kMax, nullptr);
+  cudaEvent_t e[3];
+  for (cudaEvent_t& x : e) HAYATE_CUDA_CHECK(cudaEventCreate(&x));
+  for (int n : {1, 8, 64, 256}) {
+    a.poison();
+    b.poison();
+    for (int rep = 0; rep < 2; ++rep) {  // the second is timed (the first loads the modules)
+      HAYATE_CUDA_CHECK(cudaEventRecord(e[0]));
+      for (int r = 0; r < n; ++r)
+        cuda::sample(logits.get() + size_t(r) * kVocab128k, kVocab128k, dst.get() + r, false,
+                     ws1.get(), a.get() + r, nullptr, false);
+      HAYATE_CUDA_CHECK(cudaEventRecord(e[1]));
+      cuda::sample_batched(logits.get(), kVocab128k, drows.get(), dst.get(), n, kMax, ws.get(),
+                           b.get(), nullptr);
+      HAYATE_CUDA_CHECK(cudaEventRecord(e[2]));
+    }
+    HAYATE_CUDA_CHECK(cudaEventSynchronize(e[2]));
+    float rows_ms = 0.0f, batched_ms = 0.0f;
+    HAYATE_CUDA_CHECK(cudaEventElapsedTime(&rows_ms, e[0], e[1]));
+    HAYATE_CUDA_CHECK(cudaEventElapsedTime(&batched_ms, e[1], e[2]));
+    std::printf("sampling %3d rows of %d: one by one %8.1f us, batched %8.1f us\n", n, kVocab128k,
+                rows_ms * 1e3f, batched_ms * 1e3f);
+    const std::vector<int32_t> ga = a.download(), gb = b.download();
+    for (int r = 0; r < kMax; ++r) {
+      if (r >= n) {
+        EXPECT_EQ(gb[size_t(r)], -1) << "n " << n << " row " << r << " written";
+        continue;
+      }
+      EXPECT_GE(ga[size_t(r)], 0);
+      EXPECT_EQ(gb[size_t(r)], ga[size_t(r)]) << "n " << n << " row " << r;
+    }
+  }
+  for (cudaEvent_t x : e) HAYATE_CUDA_CHECK(cudaEventDestroy(x));
+}
+
 // One sequence of the direct-step test: its prompt, the chunk size its prompt
 // goes in, and its (shuffled) blocks.
 struct Seq {
