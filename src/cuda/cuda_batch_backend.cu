@@ -411,6 +411,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     sample_ws_ = alloc<char>(ws);
     HAYATE_CUDA_CHECK(cudaMemsetAsync(sample_ws_, 0, ws, s_));
     d_ng_rows_ = alloc<int32_t>(S);
+    if (sampler_ == "auto" && (int64_t(c_.vocab_size) * max_seqs_ >= INT_MAX || max_seqs_ > 65535))
+      sampler_ = "rows";       // past the batched sort's int item count or grid rows
     if (sampler_ != "rows") {  // [2, 2, max_seqs, vocab] sort buffers (~0.5 GB at 256 x 128256)
       batch_ws_ = alloc<char>(batched_sampling_workspace_bytes(c_.vocab_size, max_seqs_));
       batched_sampling_init(batch_ws_, c_.vocab_size, max_seqs_, s_);
