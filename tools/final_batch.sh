@@ -21,7 +21,7 @@ git rev-parse HEAD >"$OUT/commit.txt" 2>/dev/null || true
 nvidia-smi >"$OUT/logs/nvidia_smi.txt" 2>&1
 
 echo "== gpu tests"
-for t in gpu_kernel_tests gpu_forward_tests gpu_batch_tests; do
+for t in gpu_kernel_tests gpu_forward_tests gpu_batch_tests gpu_paged_attention_tests; do
   if [ -x "$BIN/$t" ]; then
     timeout 240 "$BIN/$t" --gtest_brief=1 >"$OUT/logs/$t.log" 2>&1
     echo "$t rc $?: $(grep -E '^\[  (PASSED|FAILED)|SKIPPED \]' "$OUT/logs/$t.log" | tr '\n' ' ')"
