@@ -31,13 +31,101 @@ struct GemvInput {
   float eps = 0.0f;
 };
 
+// ---- pieces shared by gemv_kernel and gemv2_kernel ---------------------------
+
+// The fused RMSNorm's prologue: stages x * norm_w in xs [K] and returns this
+// thread's share of sum(x^2). 16-byte loads of x and 8-byte loads of norm_w,
+// unrolled so a thread's loads are in flight together (K = 4096: 4 of each per
+// thread, one L2 round trip instead of one per element).
+template <typename T>
+__device__ __forceinline__ float stage_normed_x(const GemvInput<T>& in, int K, float* xs) {
+  float ss = 0.0f;
+#pragma unroll 4
+  for (int k4 = threadIdx.x; k4 < K / 4; k4 += kGemvThreads) {
+    const float4 v = reinterpret_cast<const float4*>(in.x)[k4];
+    float n[4];
+    unpack4<T>(reinterpret_cast<const uint2*>(in.norm_w)[k4], n);
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    reinterpret_cast<float4*>(xs)[k4] = make_float4(v.x * n[0], v.y * n[1], v.z * n[2], v.w * n[3]);
+  }
+  __syncthreads();  // xs complete
+  return ss;
+}
+
+// rsqrt(mean(x^2) + eps) from every thread's share of sum(x^2) (block-wide).
+__device__ __forceinline__ float block_rstd(float ss, int K, float eps) {
+  __shared__ float red[kGemvThreads / 32];
+  ss = warp_sum(ss);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
+  __syncthreads();  // red complete
+  ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kGemvThreads / 32; ++i) ss += red[i];
+  return rsqrtf(ss / float(K) + eps);
+}
+
+// acc[r] += the dot products of the U chunks c0 + u * step (8 elements each)
+// of row r's loads w[r][u] with x.
+template <typename T, int R, int U>
+__device__ __forceinline__ void dot_chunks(const uint4 (&w)[R][U], const float* x, int c0, int step,
+                                           int nchunks, float (&acc)[R]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = c0 + u * step;
+    if (c < nchunks) {
+      const float4 xa = *reinterpret_cast<const float4*>(x + size_t(c) * 8);
+      const float4 xb = *reinterpret_cast<const float4*>(x + size_t(c) * 8 + 4);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float f[8];
+        unpack8<T>(w[r][u], f);
+        acc[r] += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x +
+                  f[5] * xb.y + f[6] * xb.z + f[7] * xb.w;
+      }
+    }
+  }
+}
+
+// Reduces each thread's partial sums to the group's R sums (warp, then the
+// KSPLIT warps of the group), scales them by rstd and lets the group's first
+// thread store them. With KSPLIT > 1 the partial sums are double-buffered by
+// round parity: the barrier of round k+1 already orders round k's reads
+// before round k+2's writes, so no barrier after the epilogue holds the block
+// while one thread writes the results.
+template <int R, int KSPLIT, typename Epi>
+__device__ __forceinline__ void reduce_store(float (&acc)[R], float rstd, int g, bool active, int t,
+                                             int& parity, const Epi& epi,
+                                             const typename Epi::Pre& pre) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]) * rstd;
+  if constexpr (KSPLIT > 1) {
+    __shared__ float part[2][kGemvThreads / 32][R];
+    const int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r) part[parity][warp][r] = acc[r];
+    __syncthreads();  // partial sums of all warps of the group
+    if (t == 0 && active) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        acc[r] = 0.0f;
+        for (int i = 0; i < KSPLIT; ++i) acc[r] += part[parity][warp + i][r];
+      }
+      epi.store(g, acc, pre);
+    }
+    parity ^= 1;
+  } else if (t == 0 && active) {
+    epi.store(g, acc, pre);
+  }
+}
+
 // MINB: minimum blocks per SM for ptxas, i.e. a cap of 64 registers at 4, so
 // 4 blocks of 256 threads fit per SM (uncapped, the fused variants take 67-80
 // registers and 3 blocks). The lab also times MINB 1.
 template <typename T, int R, int U, int KSPLIT, bool kNorm, typename Epi, int MINB = 4>
 __global__ void __launch_bounds__(kGemvThreads, MINB)
-gemv_kernel(const T* __restrict__ W,  // [rows, K]
-            int K, int groups, GemvInput<T> in, Epi epi) {
+    gemv_kernel(const T* __restrict__ W,  // [rows, K]
+                int K, int groups, GemvInput<T> in, Epi epi) {
   static_assert(kGemvThreads % (32 * KSPLIT) == 0);
   constexpr int kGroupThreads = 32 * KSPLIT;
   constexpr int kGroupsPerBlock = kGemvThreads / kGroupThreads;
@@ -65,7 +153,8 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
       const int c = c0 + u * kGroupThreads;
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        w[r][u] = (active && c < nchunks) ? load_stream(rows[r] + size_t(c) * 8) : make_uint4(0, 0, 0, 0);
+        w[r][u] =
+            (active && c < nchunks) ? load_stream(rows[r] + size_t(c) * 8) : make_uint4(0, 0, 0, 0);
     }
   };
 
@@ -83,24 +172,13 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
   const float* x = in.x;
   float rstd = 1.0f, ss = 0.0f;
   if constexpr (kNorm) {
-    // 16-byte loads of x and 8-byte loads of norm_w, unrolled so a thread's
-    // loads are in flight together (K = 4096: 4 of each per thread, one L2
-    // round trip instead of one per element).
-#pragma unroll 4
-    for (int k4 = threadIdx.x; k4 < K / 4; k4 += kGemvThreads) {
-      const float4 v = reinterpret_cast<const float4*>(in.x)[k4];
-      float n[4];
-      unpack4<T>(reinterpret_cast<const uint2*>(in.norm_w)[k4], n);
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      reinterpret_cast<float4*>(xs)[k4] = make_float4(v.x * n[0], v.y * n[1], v.z * n[2], v.w * n[3]);
-    }
-    __syncthreads();  // xs complete
+    ss = stage_normed_x(in, K, xs);
     x = xs;
   }
   bool first_round = true;
   int parity = 0;
 
-  for (;; ) {
+  for (;;) {
     const int g = base + slot;
     // In its last round the block lets the next kernel launch: its blocks
     // take the slots ours free and start their own weight loads.
@@ -111,21 +189,7 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
     if (t == 0 && active) pre = epi.prepare(g);
     float acc[R] = {};
     for (int c0 = t; c0 < nchunks; c0 += U * kGroupThreads) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = c0 + u * kGroupThreads;
-        if (c < nchunks) {
-          const float4 xa = *reinterpret_cast<const float4*>(x + size_t(c) * 8);
-          const float4 xb = *reinterpret_cast<const float4*>(x + size_t(c) * 8 + 4);
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            float f[8];
-            unpack8<T>(w[r][u], f);
-            acc[r] += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x +
-                      f[5] * xb.y + f[6] * xb.z + f[7] * xb.w;
-          }
-        }
-      }
+      dot_chunks<T, R, U>(w, x, c0, kGroupThreads, nchunks, acc);
       if (c0 + U * kGroupThreads < nchunks) load(active, c0 + U * kGroupThreads);
     }
     // Start the next round's loads before reducing this one.
@@ -135,41 +199,11 @@ gemv_kernel(const T* __restrict__ W,  // [rows, K]
 
     if constexpr (kNorm) {
       if (first_round) {
-        __shared__ float red[kGemvThreads / 32];
-        ss = warp_sum(ss);
-        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
-        __syncthreads();  // red complete
-        ss = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kGemvThreads / 32; ++i) ss += red[i];
-        rstd = rsqrtf(ss / float(K) + in.eps);
+        rstd = block_rstd(ss, K, in.eps);
         first_round = false;
       }
     }
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]) * rstd;
-    if constexpr (KSPLIT > 1) {
-      // Double-buffered by round parity: the barrier of round k+1 already
-      // orders round k's reads before round k+2's writes, so no barrier after
-      // the epilogue holds the block while one thread writes the results.
-      __shared__ float part[2][kGemvThreads / 32][R];
-      const int warp = threadIdx.x / 32;
-      if (threadIdx.x % 32 == 0)
-#pragma unroll
-        for (int r = 0; r < R; ++r) part[parity][warp][r] = acc[r];
-      __syncthreads();  // partial sums of all warps of the group
-      if (t == 0 && active) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          acc[r] = 0.0f;
-          for (int i = 0; i < KSPLIT; ++i) acc[r] += part[parity][warp + i][r];
-        }
-        epi.store(g, acc, pre);
-      }
-      parity ^= 1;
-    } else if (t == 0 && active) {
-      epi.store(g, acc, pre);
-    }
+    reduce_store<R, KSPLIT>(acc, rstd, g, active, t, parity, epi, pre);
     if (next >= groups) break;
     base = next;
     active = next_active;
@@ -187,8 +221,8 @@ using Buf = std::integral_constant<int, B>;
 
 template <typename T, int R, int U, int KSPLIT, bool kNorm, typename Epi>
 __global__ void __launch_bounds__(kGemvThreads, 4)
-gemv2_kernel(const T* __restrict__ W,  // [rows, K], K <= U * 8 * 32 * KSPLIT
-             int K, int groups, GemvInput<T> in, Epi epi) {
+    gemv2_kernel(const T* __restrict__ W,  // [rows, K], K <= U * 8 * 32 * KSPLIT
+                 int K, int groups, GemvInput<T> in, Epi epi) {
   static_assert(kGemvThreads % (32 * KSPLIT) == 0);
   constexpr int kGroupThreads = 32 * KSPLIT;
   constexpr int kGroupsPerBlock = kGemvThreads / kGroupThreads;
@@ -208,7 +242,8 @@ gemv2_kernel(const T* __restrict__ W,  // [rows, K], K <= U * 8 * 32 * KSPLIT
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = t + u * kGroupThreads;
-        w[b][r][u] = (active && c < nchunks) ? load_stream(row + size_t(c) * 8) : make_uint4(0, 0, 0, 0);
+        w[b][r][u] =
+            (active && c < nchunks) ? load_stream(row + size_t(c) * 8) : make_uint4(0, 0, 0, 0);
       }
     }
   };
@@ -222,15 +257,7 @@ gemv2_kernel(const T* __restrict__ W,  // [rows, K], K <= U * 8 * 32 * KSPLIT
   const float* x = in.x;
   float rstd = 1.0f, ss = 0.0f;
   if constexpr (kNorm) {
-#pragma unroll 4
-    for (int k4 = threadIdx.x; k4 < K / 4; k4 += kGemvThreads) {
-      const float4 v = reinterpret_cast<const float4*>(in.x)[k4];
-      float n[4];
-      unpack4<T>(reinterpret_cast<const uint2*>(in.norm_w)[k4], n);
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      reinterpret_cast<float4*>(xs)[k4] = make_float4(v.x * n[0], v.y * n[1], v.z * n[2], v.w * n[3]);
-    }
-    __syncthreads();  // xs complete
+    ss = stage_normed_x(in, K, xs);
     x = xs;
   }
   bool first_round = true;
@@ -243,58 +270,20 @@ gemv2_kernel(const T* __restrict__ W,  // [rows, K], K <= U * 8 * 32 * KSPLIT
     const bool active = g < groups;
     if (base + stride >= groups) griddep_launch();
     float acc[R] = {};
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = t + u * kGroupThreads;
-      if (c < nchunks) {
-        const float4 xa = *reinterpret_cast<const float4*>(x + size_t(c) * 8);
-        const float4 xb = *reinterpret_cast<const float4*>(x + size_t(c) * 8 + 4);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          float f[8];
-          unpack8<T>(w[b][r][u], f);
-          acc[r] += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x +
-                    f[5] * xb.y + f[6] * xb.z + f[7] * xb.w;
-        }
-      }
-    }
+    dot_chunks<T, R, U>(w[b], x, t, kGroupThreads, nchunks, acc);
     // This buffer is free: refill it with the round after next.
     if (base + 2 * stride < groups) issue(buf, base + 2 * stride);
     if constexpr (kNorm) {
       if (first_round) {
-        __shared__ float red[kGemvThreads / 32];
-        ss = warp_sum(ss);
-        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
-        __syncthreads();  // red complete
-        ss = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kGemvThreads / 32; ++i) ss += red[i];
-        rstd = rsqrtf(ss / float(K) + in.eps);
+        rstd = block_rstd(ss, K, in.eps);
         first_round = false;
       }
     }
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]) * rstd;
-    if constexpr (KSPLIT > 1) {
-      // Partial sums double-buffered by round parity, as in gemv_kernel.
-      __shared__ float part[2][kGemvThreads / 32][R];
-      const int warp = threadIdx.x / 32;
-      if (threadIdx.x % 32 == 0)
-#pragma unroll
-        for (int r = 0; r < R; ++r) part[parity][warp][r] = acc[r];
-      __syncthreads();  // partial sums of all warps of the group
-      if (t == 0 && active) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          acc[r] = 0.0f;
-          for (int i = 0; i < KSPLIT; ++i) acc[r] += part[parity][warp + i][r];
-        }
-        epi.store(g, acc, epi.prepare(g));
-      }
-      parity ^= 1;
-    } else if (t == 0 && active) {
-      epi.store(g, acc, epi.prepare(g));
-    }
+    // The epilogue's reads happen at store time (run 8: reading them early
+    // was ~1 us slower per launch).
+    typename Epi::Pre pre{};
+    if (t == 0 && active) pre = epi.prepare(g);
+    reduce_store<R, KSPLIT>(acc, rstd, g, active, t, parity, epi, pre);
     const bool last = base + stride >= groups;
     base += stride;
     return last;
@@ -346,8 +335,10 @@ struct ResidualEpi {
   __device__ void store(int g, const float (&acc)[R], const Pre& p) const {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if constexpr (kEarly) h[g * R + r] = p.v[r] + acc[r];
-      else h[g * R + r] += acc[r];
+      if constexpr (kEarly)
+        h[g * R + r] = p.v[r] + acc[r];
+      else
+        h[g * R + r] += acc[r];
     }
   }
 };
@@ -372,11 +363,11 @@ struct SiluMulEpi {
 // store).
 template <typename T, bool kEarly = false>
 struct QkvRopeEpi {
-  float* q;                // [n_heads * d]
-  T* k_cache;              // [max_ctx, kv_dim], this layer
+  float* q;    // [n_heads * d]
+  T* k_cache;  // [max_ctx, kv_dim], this layer
   T* v_cache;
-  const int32_t* pos;      // device: the step's position
-  const float* inv_freq;   // [d / 2]
+  const int32_t* pos;     // device: the step's position
+  const float* inv_freq;  // [d / 2]
   int half_dim, n_heads, n_kv_heads;
   struct Early {
     int pos;
@@ -388,15 +379,19 @@ struct QkvRopeEpi {
     return head * 2 * half_dim + i + r * half_dim;
   }
   __device__ Pre prepare(int g) const {
-    if constexpr (kEarly) return {*pos, inv_freq[g % half_dim]};
-    else return {};
+    if constexpr (kEarly)
+      return {*pos, inv_freq[g % half_dim]};
+    else
+      return {};
   }
   __device__ void store(int g, const float (&acc)[2], const Pre& pre) const {
     const int head = g / half_dim, i = g % half_dim, d = 2 * half_dim;
     int p;
     float f;
-    if constexpr (kEarly) p = pre.pos, f = pre.inv_freq;
-    else p = *pos, f = inv_freq[i];
+    if constexpr (kEarly)
+      p = pre.pos, f = pre.inv_freq;
+    else
+      p = *pos, f = inv_freq[i];
     float a = acc[0], b = acc[1];
     if (head < n_heads + n_kv_heads) rope_rotate(a, b, p, f);
     if (head < n_heads) {
