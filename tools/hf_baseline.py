@@ -423,6 +423,9 @@ def main():
     p.add_argument("--no-auto-compile", action="store_true",
                    help="set generation_config.disable_compile (default: transformers decides)")
     p.add_argument("--no-ids", action="store_true", help="leave output ids out of the JSON")
+    p.add_argument("--no-graph-partition", action="store_true",
+                   help="torch._inductor.config.graph_partition = False (the article's line "
+                        "segfaulted inside inductor's partitioned CUDA graphs on torch 2.11)")
     args = p.parse_args()
     if args.dummy and not args.config:
         p.error("--dummy needs --config (write it with: hayate bench --print-config dummy:NAME)")
@@ -486,6 +489,10 @@ def main():
         # which fail with "accessing tensor output of CUDAGraphs that has been
         # overwritten"): switch that off so this is the article's code path,
         # and mark each forward as a new cudagraph step, as torch asks.
+        if args.no_graph_partition:
+            import torch._inductor.config as inductor_config
+            inductor_config.graph_partition = False
+            ctx["notes"].append("torch._inductor.config.graph_partition = False")
         compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
 
         def forward(*a, **kw):
