@@ -260,6 +260,7 @@ void add_bench_command(CLI::App& app) {
     a->serve.num_prompts = a->throughput.num_prompts;
     a->serve.input_len = a->throughput.input_len;
     a->serve.output_len = a->throughput.output_len;
+    a->throughput.warmup = a->warmup;  // --warmup serves the offline throughput mode too
     run_bench_command(*a);
   });
 }

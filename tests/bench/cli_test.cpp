@@ -151,11 +151,13 @@ TEST_F(BenchCli, ReportComparesAgainstABaseline) {
 
 TEST_F(BenchCli, ThroughputModeRunsTheBatchingEngine) {
   Outcome o = hayate("bench --mode throughput --model dummy:tiny --backend cpu --num-prompts 6 "
-                     "--input-len 12 --output-len 5 --concurrency 3 --json " + path("tp.json"));
+                     "--input-len 12 --output-len 5 --concurrency 3 --warmup 2 --json " +
+                     path("tp.json"));
   ASSERT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.out.find("6 ok, 0 failed"), std::string::npos) << o.out;
   json j = json::parse(slurp(path("tp.json")));
   EXPECT_EQ(j["mode"], "throughput");
+  EXPECT_EQ(j["workload"]["warmup"], 2);  // --warmup reaches the throughput mode
   EXPECT_EQ(j["model"]["spec"], "dummy:tiny");
   EXPECT_EQ(j["workload"]["concurrency"], 3);
   ASSERT_EQ(j["requests"].size(), 6u);
