@@ -20,6 +20,7 @@
 #include "cuda/gemv.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
+#include "lab_timing.h"
 
 namespace hayate::cuda {
 namespace {
@@ -31,28 +32,6 @@ struct Shape {
   const char* name;
   int rows, K;
 };
-
-// Events around each launch; median in ms.
-double median_ms(cudaStream_t s, int reps, const std::function<void(int)>& body) {
-  cudaEvent_t a, b;
-  HAYATE_CUDA_CHECK(cudaEventCreate(&a));
-  HAYATE_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) body(i);
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    HAYATE_CUDA_CHECK(cudaEventRecord(a, s));
-    body(i);
-    HAYATE_CUDA_CHECK(cudaEventRecord(b, s));
-    HAYATE_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 // Host copy of one weight copy, as the GPU holds it (fill_dummy, rounded to T).
 std::vector<float> host_weights(size_t n, uint64_t stream, float scale) {

@@ -26,6 +26,7 @@
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
+#include "lab_timing.h"
 #include "cuda/paged_attention.cuh"
 
 namespace hayate::cuda {
@@ -196,28 +197,6 @@ void v1_decode(const float* q, const T* kp, const T* vp, PagedShape sh, PagedMet
   launch({dim3(unsigned(n_rows), unsigned(sh.n_heads)), unsigned(kHd), 0, s},
          v1::paged_decode_combine_kernel<T>, sh, meta, rows, kSplits, kPart,
          static_cast<const float*>(part_o), static_cast<const float*>(part_ml), out);
-}
-
-// Events around each launch; median in ms.
-double median_ms(cudaStream_t s, int reps, const std::function<void(int)>& body) {
-  cudaEvent_t a, b;
-  HAYATE_CUDA_CHECK(cudaEventCreate(&a));
-  HAYATE_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) body(i);
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    HAYATE_CUDA_CHECK(cudaEventRecord(a, s));
-    body(i);
-    HAYATE_CUDA_CHECK(cudaEventRecord(b, s));
-    HAYATE_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 template <typename V>

@@ -12,19 +12,10 @@
 #include <set>
 
 #include "engine_fixture.h"
+#include "log_softmax.h"
 
 namespace hayate::testing_engine {
 namespace {
-
-std::vector<double> log_softmax(const std::vector<float>& l) {
-  double mx = -INFINITY;
-  for (float x : l) mx = std::max(mx, double(x));
-  double s = 0.0;
-  for (float x : l) s += std::exp(double(x) - mx);
-  std::vector<double> out(l.size());
-  for (size_t i = 0; i < l.size(); ++i) out[i] = double(l[i]) - mx - std::log(s);
-  return out;
-}
 
 // The oracle's logits before each of `ids` (teacher-forced): row k is the
 // distribution that produced ids[k].

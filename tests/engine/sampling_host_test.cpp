@@ -11,9 +11,12 @@
 
 #include "core/check.h"
 #include "engine/sampling.h"
+#include "log_softmax.h"
 
 namespace hayate {
 namespace {
+
+using testing_engine::log_softmax;
 
 std::vector<float> random_logits(std::mt19937& rng, size_t V) {
   std::normal_distribution<float> d(0.0f, 3.0f);
@@ -43,16 +46,6 @@ std::vector<double> penalised(const std::vector<float>& raw, const SamplingParam
     l -= double(p.frequency_penalty) * c + double(p.presence_penalty) * (c > 0 ? 1 : 0);
     out[t] = l;
   }
-  return out;
-}
-
-std::vector<double> log_softmax(const std::vector<float>& l) {
-  double mx = -INFINITY;
-  for (float x : l) mx = std::max(mx, double(x));
-  double s = 0.0;
-  for (float x : l) s += std::exp(double(x) - mx);
-  std::vector<double> out(l.size());
-  for (size_t i = 0; i < l.size(); ++i) out[i] = double(l[i]) - mx - std::log(s);
   return out;
 }
 
