@@ -101,7 +101,11 @@ int run(int argc, char** argv) {
     const Alt alts[] = {{"split attention at short context", {.short_attention = false}},
                         {"PDL, full-occupancy grids", {.pdl = true}},
                         {"one round of loads in flight (gemv_kernel) at K = 4096",
-                         {.gemv_two_rounds = false}}};
+                         {.gemv_two_rounds = false}},
+                        // Run 10: GEMVs on the shared-memory ring kernel, launched with PDL.
+                        {"ring GEMVs (PDL), next kernel after the last stage", {.gemv_tma = 1}},
+                        {"ring GEMVs (PDL), next kernel at entry", {.gemv_tma = 2}},
+                        {"ring GEMVs, PDL for every kernel", {.pdl = true, .gemv_tma = 1}}};
     // (Run 8's first call also timed PDL at 3 and 2 blocks per SM, +0.21 and
     // +0.72 ms/token, and no PDL at 3 blocks per SM, +0.10: dropped.)
     for (const Alt& a : alts) {

@@ -18,6 +18,7 @@
 #include "cpu/ops.h"
 #include "cuda/buffer.h"
 #include "cuda/gemv.cuh"
+#include "cuda/gemv_tma.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 #include "lab_timing.h"
@@ -95,6 +96,26 @@ Variant store2_variant() {
             const unsigned blocks = std::min<unsigned>(ceil_div(rows / R, gpb), unsigned(per_sm * 132));
             launch({blocks, kGemvThreads, 0, s, false}, kernel, W, K, rows / R,
                    GemvInput<T>{x, nullptr, 0.0f}, StoreEpi<R>{y});
+          }};
+}
+
+// Run 10: the shared-memory ring kernel (gemv_tma.cuh), plain store, R rows
+// per group, G groups per stage, S stages, NC chunks per thread and row (K <=
+// NC * 8 * 256 / G, else the variant is skipped). mode 0: no PDL; 1: PDL, the
+// next launch allowed once a block issued its last stage; 2: PDL, at entry.
+struct TmaVariant {
+  std::string name;
+  int max_k;
+  std::function<void(const T*, int, int, const float*, float*, cudaStream_t, int)> run;
+};
+template <int R, int G, int S, int NC>
+TmaVariant tma_variant() {
+  char name[32];
+  std::snprintf(name, sizeof name, "tma R%d G%d S%d", R, G, S);
+  return {name, NC * 8 * kGemvThreads / G,
+          [](const T* W, int rows, int K, const float* x, float* y, cudaStream_t s, int mode) {
+            launch_gemv_tma<T, R, G, S, NC, false>(W, rows / R, K, GemvInput<T>{x, nullptr, 0.0f},
+                                                   StoreEpi<R>{y}, s, mode != 0, mode == 2);
           }};
 }
 
@@ -195,6 +216,12 @@ int run() {
       store_variant<2, 8, 4>(), store_variant<4, 4, 2>(), store_variant<2, 4, 8>(),
       store_variant<4, 4, 8>(), store_variant<2, 8, 8>(), store2_variant<2, 2, 8>(),
       store2_variant<4, 2, 8>()};
+  // Ring sizes: K = 4096 rows are 8 KB (R2 G1 S6 = 96 KB, two blocks per SM
+  // fit); K = 14336 rows are 28 KB (R1 G1 S3 = 84 KB).
+  const std::vector<TmaVariant> tma_variants = {
+      tma_variant<2, 1, 4, 2>(), tma_variant<2, 1, 6, 2>(), tma_variant<2, 2, 3, 4>(),
+      tma_variant<2, 1, 12, 2>(), tma_variant<1, 1, 3, 8>(), tma_variant<1, 1, 4, 8>(),
+      tma_variant<2, 1, 2, 8>(), tma_variant<1, 1, 6, 8>()};
   std::mt19937_64 rng(7);
   std::printf("\n%-8s %-14s %8s %8s %8s %6s %9s\n", "shape", "variant", "us_iso", "us_chain",
               "GB/s", "%read", "max_err");
@@ -230,6 +257,18 @@ int run() {
         v.run(W.as<T>() + n * (i % copies), sh.rows, sh.K, x.as<float>(), y.as<float>(), s);
       }, max_rel(got, ref));
     }
+    for (const TmaVariant& v : tma_variants) {
+      if (sh.K > v.max_k || v.max_k >= 4 * sh.K) continue;  // configs sized for another K
+      HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));  // poison
+      v.run(W.as<T>(), sh.rows, sh.K, x.as<float>(), y.as<float>(), s, 0);
+      std::vector<float> got(sh.rows);
+      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), y.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
+      const double e = max_rel(got, ref);
+      for (int mode : {0, 1, 2})
+        report(v.name + (mode == 0 ? "" : mode == 1 ? " pdl" : " pdl e"), [&](int i) {
+          v.run(W.as<T>() + n * (i % copies), sh.rows, sh.K, x.as<float>(), y.as<float>(), s, mode);
+        }, e);
+    }
     // The production launcher of this shape (fused epilogue), timed the same way;
     // prodl takes the launch options (PDL, blocks per SM) for the rows after it.
     std::function<void(int, const GemvLaunch&)> prodl;
@@ -261,41 +300,55 @@ int run() {
       };
     }
     const std::function<void(int)> prod = [&](int i) { prodl(i, GemvLaunch{s, false, 0, true}); };
-    // Check the production path where its output is directly comparable.
-    double err = 0;
-    if (std::string(sh.name) == "qkv") {
-      std::vector<float> xn(sh.K), want(sh.rows), got(4096), ones(sh.K, 1.0f);
-      cpu::rmsnorm(xh.data(), ones.data(), xn.data(), 1, sh.K, 1e-5f);
-      cpu::matmul(wh.data(), xn.data(), want.data(), 1, sh.rows, sh.K);
-      want.resize(4096);
-      HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));
-      prod(0);
-      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), y.as(), 4096 * 4, cudaMemcpyDeviceToHost));
-      err = max_rel(got, want);
-    } else if (std::string(sh.name) == "gate_up") {
-      // act = silu(Wg n) * (Wu n), n = rmsnorm(x) with unit weights.
-      std::vector<float> xn(sh.K), gu(sh.rows), want(sh.rows / 2), got(sh.rows / 2), ones(sh.K, 1.0f);
-      cpu::rmsnorm(xh.data(), ones.data(), xn.data(), 1, sh.K, 1e-5f);
-      cpu::matmul(wh.data(), xn.data(), gu.data(), 1, sh.rows, sh.K);
-      cpu::silu_mul(gu.data(), want.data(), 1, sh.rows / 2);
-      HAYATE_CUDA_CHECK(cudaMemset(act.as(), 0xff, sh.rows * 2));
-      prod(0);
-      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), act.as(), sh.rows * 2, cudaMemcpyDeviceToHost));
-      err = max_rel(got, want);
-    } else if (std::string(sh.name) == "o_proj" || std::string(sh.name) == "down") {
-      HAYATE_CUDA_CHECK(cudaMemset(h.as(), 0, sh.rows * 4));
-      prod(0);
-      std::vector<float> got(sh.rows);
-      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), h.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
-      err = max_rel(got, ref);
-    } else {
-      HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));
-      prod(0);
-      std::vector<float> got(sh.rows);
-      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), y.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
-      err = max_rel(got, ref);
-    }
+    // Check a launcher configuration where its output is directly comparable
+    // (outputs poisoned first; o_proj/down: h starts at 0, so h = W x).
+    auto check = [&](const GemvLaunch& l) {
+      double e = 0;
+      if (std::string(sh.name) == "qkv") {
+        std::vector<float> xn(sh.K), want(sh.rows), got(4096), ones(sh.K, 1.0f);
+        cpu::rmsnorm(xh.data(), ones.data(), xn.data(), 1, sh.K, 1e-5f);
+        cpu::matmul(wh.data(), xn.data(), want.data(), 1, sh.rows, sh.K);
+        want.resize(4096);
+        HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));
+        prodl(0, l);
+        HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), y.as(), 4096 * 4, cudaMemcpyDeviceToHost));
+        e = max_rel(got, want);
+      } else if (std::string(sh.name) == "gate_up") {
+        // act = silu(Wg n) * (Wu n), n = rmsnorm(x) with unit weights.
+        std::vector<float> xn(sh.K), gu(sh.rows), want(sh.rows / 2), got(sh.rows / 2), ones(sh.K, 1.0f);
+        cpu::rmsnorm(xh.data(), ones.data(), xn.data(), 1, sh.K, 1e-5f);
+        cpu::matmul(wh.data(), xn.data(), gu.data(), 1, sh.rows, sh.K);
+        cpu::silu_mul(gu.data(), want.data(), 1, sh.rows / 2);
+        HAYATE_CUDA_CHECK(cudaMemset(act.as(), 0xff, sh.rows * 2));
+        prodl(0, l);
+        HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), act.as(), sh.rows * 2, cudaMemcpyDeviceToHost));
+        e = max_rel(got, want);
+      } else if (std::string(sh.name) == "o_proj" || std::string(sh.name) == "down") {
+        HAYATE_CUDA_CHECK(cudaMemset(h.as(), 0, sh.rows * 4));
+        prodl(0, l);
+        std::vector<float> got(sh.rows);
+        HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), h.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
+        e = max_rel(got, ref);
+      } else {
+        HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));
+        prodl(0, l);
+        std::vector<float> got(sh.rows);
+        HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), y.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
+        e = max_rel(got, ref);
+      }
+      return e;
+    };
+    const double err = check(GemvLaunch{s, false, 0, true});
     report("production", prod, err);
+    // Run 10: the production launchers with GemvLaunch::tma (fused epilogues
+    // on the shared-memory ring kernel), without PDL, with PDL (trigger after
+    // the last stage is issued) and with PDL triggering at entry.
+    {
+      const double terr = check(GemvLaunch{s, false, 0, true, 1});
+      report("tma", [&](int i) { prodl(i, GemvLaunch{s, false, 0, true, 1}); }, terr);
+      report("tma pdl", [&](int i) { prodl(i, GemvLaunch{s, true, 0, true, 1}); }, terr);
+      report("tma pdl e", [&](int i) { prodl(i, GemvLaunch{s, true, 0, true, 2}); }, terr);
+    }
     // Run 8: programmatic dependent launch with the grid capped below full
     // occupancy (b0 = as many blocks as fit, 4 per SM here), so the next
     // launch's blocks become resident and issue their first loads early.

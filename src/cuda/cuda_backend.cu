@@ -213,7 +213,8 @@ class CudaBackend final : public Backend {
     const int D = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
     const float eps = c.rms_norm_eps;
     const bool pdl = tuning_.pdl;
-    const GemvLaunch gl{s_, pdl, tuning_.gemv_blocks_per_sm, tuning_.gemv_two_rounds};
+    const GemvLaunch gl{s_, pdl || tuning_.gemv_tma != 0, tuning_.gemv_blocks_per_sm,
+                        tuning_.gemv_two_rounds, tuning_.gemv_tma};
     const QkvShape qkv{c.num_heads, c.num_kv_heads, c.head_dim};
     const AttnShape att{c.num_heads, c.num_kv_heads, c.head_dim};
     const int32_t* pos = &state_->pos;

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "cuda/gemv.cuh"
+#include "cuda/gemv_tma.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 
@@ -27,6 +28,32 @@ void launch_wave(Kernel kernel, int groups_per_block, const T* W, int groups, in
   if (l.blocks_per_sm > 0) per_sm = std::min(per_sm, l.blocks_per_sm);
   const unsigned blocks = std::min<unsigned>(ceil_div(groups, groups_per_block), unsigned(std::max(per_sm, 1) * sms));
   launch({blocks, kGemvThreads, smem, l.s, l.pdl}, kernel, W, K, groups, in, epi);
+}
+
+// The shared-memory ring kernel (run 10) where a configuration fits; false
+// if none does. K <= 4096: 8 KB rows, stages of R rows, 96 KB (R = 2) or
+// 64 KB (R = 1) of ring; K <= 16384 (down_proj): R = 1, 3 stages of one row.
+// Both leave room for a second kernel's block on the SM (PDL).
+template <typename T, int R, bool kNorm, typename Epi>
+bool run_tma(const T* W, int groups, int K, GemvInput<T> in, Epi epi, const GemvLaunch& l) {
+  if (l.tma == 0) return false;
+  HAYATE_CHECK(K % 8 == 0, "gemv: K = ", K, " is not a multiple of 8");
+  HAYATE_CHECK(reinterpret_cast<uintptr_t>(in.x) % 16 == 0 &&
+                   (!kNorm || reinterpret_cast<uintptr_t>(in.norm_w) % 16 == 0) &&
+                   reinterpret_cast<uintptr_t>(W) % 16 == 0,
+               "gemv (tma): W, x or norm weight not 16-byte aligned");
+  const bool entry = l.tma == 2;
+  if (K <= 2 * 8 * kGemvThreads) {
+    launch_gemv_tma<T, R, 1, (R == 2 ? 6 : 8), 2, kNorm>(W, groups, K, in, epi, l.s, l.pdl, entry);
+    return true;
+  }
+  if constexpr (R == 1) {
+    if (K <= 8 * 8 * kGemvThreads) {
+      launch_gemv_tma<T, 1, 1, 3, 8, kNorm>(W, groups, K, in, epi, l.s, l.pdl, entry);
+      return true;
+    }
+  }
+  return false;
 }
 
 template <typename T, int R, int U, int KSPLIT, bool kNorm, typename Epi>
@@ -58,6 +85,14 @@ template <typename T>
 void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float eps, float* y,
           const GemvLaunch& l) {
   GemvInput<T> in{x, norm_w, eps};
+  if (rows % 2 != 0 || K > 2 * 8 * kGemvThreads) {
+    if (norm_w ? run_tma<T, 1, true>(W, rows, K, in, StoreEpi<1>{y}, l)
+               : run_tma<T, 1, false>(W, rows, K, in, StoreEpi<1>{y}, l))
+      return;
+  } else if (norm_w ? run_tma<T, 2, true>(W, rows / 2, K, in, StoreEpi<2>{y}, l)
+                    : run_tma<T, 2, false>(W, rows / 2, K, in, StoreEpi<2>{y}, l)) {
+    return;
+  }
   if (rows % 2 != 0) {
     if (norm_w) run_gemv<T, 1, 8, 1, true>(W, rows, K, in, StoreEpi<1>{y}, l);
     else run_gemv<T, 1, 8, 1, false>(W, rows, K, in, StoreEpi<1>{y}, l);
@@ -70,6 +105,12 @@ void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float ep
 template <typename T>
 void gemv_residual(const T* W, int rows, int K, const float* x, float* h, const GemvLaunch& l) {
   const GemvInput<T> in{x, nullptr, 0.0f};
+  // The ring kernel reads h a stage ahead (kEarly) and takes one row per
+  // stage where a row is long (down_proj, K = 14336: 28 KB).
+  if (rows % 2 == 0 && K <= 2 * 8 * kGemvThreads &&
+      run_tma<T, 2, false>(W, rows / 2, K, in, ResidualEpi<2, true>{h}, l))
+    return;
+  if (run_tma<T, 1, false>(W, rows, K, in, ResidualEpi<1, true>{h}, l)) return;
   if (rows % 2 != 0) run_gemv<T, 1, 8, 1, false>(W, rows, K, in, ResidualEpi<1>{h}, l);
   else run_gemv<T, 2, 4, 8, false>(W, rows / 2, K, in, ResidualEpi<2>{h}, l);
 }
@@ -77,7 +118,9 @@ void gemv_residual(const T* W, int rows, int K, const float* x, float* h, const 
 template <typename T>
 void gemv_gate_up(const T* W, int inter, int K, const float* h, const T* norm_w, float eps,
                   float* act, const GemvLaunch& l) {
-  run_gemv<T, 2, 4, 8, true>(W, inter, K, GemvInput<T>{h, norm_w, eps}, SiluMulEpi{act, inter}, l);
+  const GemvInput<T> in{h, norm_w, eps};
+  if (run_tma<T, 2, true>(W, inter, K, in, SiluMulEpi{act, inter}, l)) return;
+  run_gemv<T, 2, 4, 8, true>(W, inter, K, in, SiluMulEpi{act, inter}, l);
 }
 
 template <typename T>
@@ -87,8 +130,12 @@ void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* n
   HAYATE_CHECK(shape.head_dim % 2 == 0, "head_dim must be even for RoPE");
   const int half = shape.head_dim / 2;
   const int groups = (shape.n_heads + 2 * shape.n_kv_heads) * half;
+  const GemvInput<T> in{h, norm_w, eps};
+  // The ring kernel reads pos and inv_freq a stage ahead (kEarly).
+  QkvRopeEpi<T, true> early{q, k_cache, v_cache, pos, inv_freq, half, shape.n_heads, shape.n_kv_heads};
+  if (run_tma<T, 2, true>(W, groups, K, in, early, l)) return;
   QkvRopeEpi<T> epi{q, k_cache, v_cache, pos, inv_freq, half, shape.n_heads, shape.n_kv_heads};
-  run_gemv<T, 2, 4, 8, true>(W, groups, K, GemvInput<T>{h, norm_w, eps}, epi, l);
+  run_gemv<T, 2, 4, 8, true>(W, groups, K, in, epi, l);
 }
 
 // The original signatures: one wave at full occupancy.

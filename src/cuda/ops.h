@@ -58,6 +58,11 @@ struct GemvLaunch {
   bool pdl = false;
   int blocks_per_sm = 0;  // 0: as many as fit
   bool two_rounds = true;
+  // Run 10: stream W through shared memory with bulk async copies
+  // (gemv_tma.cuh). 0: off; 1: on, the next kernel may launch once a block
+  // has issued its last stage; 2: on, at kernel entry. Shapes it has no
+  // configuration for (K > 16384) keep the register kernels.
+  int tma = 0;
 };
 template <typename T>
 void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float eps, float* y,

@@ -1,0 +1,247 @@
+// Decode GEMV that streams W through shared memory with bulk async copies
+// (run 10, issue 4). gemv.cuh's kernels keep the weight loads in flight in
+// registers: at 4 blocks of 256 threads and 16 KB per block in flight an SM
+// holds 64 KB, and halving the grid to make room for the next kernel under
+// PDL halved that (run 8). Here one block per SM keeps a ring of S stages in
+// shared memory, each stage the R rows of one row group (G groups per stage),
+// filled by one thread with one `cp.async.bulk` per row (a row of W [rows, K]
+// is K * sizeof(T) contiguous bytes: 8 KB at K = 4096) that completes on the
+// stage's mbarrier. All S stages are in flight while the block consumes one,
+// without registers: K = 4096, R = 2, S = 6 is 96 KB per SM.
+//
+// Across kernel boundaries: the weights never depend on the previous kernel,
+// so the first S stages are issued before griddepcontrol.wait; with 96 KB of
+// shared memory two such blocks fit on an SM, so under PDL the next kernel's
+// blocks become resident while ours stream, and fill their rings during our
+// tail. Only x (and the epilogue's h, pos) wait for the previous kernel.
+//
+// Compute: thread t of a group handles chunks (8 elements, 16 bytes) c = t +
+// j * (256 / G), j < NC, of every row; its slice of x (normed, when fused)
+// sits in registers for the whole kernel (NC * 8 floats), so a stage costs
+// per thread R * NC shared loads of 16 bytes, the FMAs, one warp reduction
+// per row and one block barrier (which also frees the stage for its refill).
+// Epilogues are gemv.cuh's (row mapping, prepare, store); the launchers pass
+// the early-read ones (kEarly), whose reads this kernel issues a stage ahead.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/gemv.cuh"
+#include "cuda/launch.h"
+
+namespace hayate::cuda {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// mbarrier + bulk copy (sm_90). Other architectures trap: the build targets
+// sm_90a only (CMakeLists.txt), the guard keeps the header compilable.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#else
+  __trap();
+#endif
+}
+// Makes the initialised barriers visible to the async proxy (the bulk copies).
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// One arrival that also expects `bytes` of transactions this phase.
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#else
+  __trap();
+#endif
+}
+// bytes (multiple of 16, both addresses 16-byte aligned) from global to shared,
+// completing on bar.
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+constexpr int kTmaMaxStages = 16;
+
+// R rows per group, G groups per stage, S stages, NC chunks per thread and row
+// at most (K <= NC * 8 * 256 / G). trigger_at_entry: let the next kernel launch
+// as soon as our first stages are issued (else: once the block has issued its
+// last stage, i.e. when it only drains).
+template <typename T, int R, int G, int S, int NC, bool kNorm, typename Epi>
+__global__ void __launch_bounds__(kGemvThreads, 2)
+    gemv_tma_kernel(const T* __restrict__ W,  // [rows, K]
+                    int K, int groups, GemvInput<T> in, Epi epi, bool trigger_at_entry) {
+  static_assert(S >= 2 && S <= kTmaMaxStages && kGemvThreads % (32 * G) == 0);
+  constexpr int kGroupThreads = kGemvThreads / G;
+  constexpr int kWarpsPerGroup = kGroupThreads / 32;
+  extern __shared__ __align__(128) unsigned char ring[];  // [S][G * R][K] of T
+  __shared__ __align__(8) uint64_t full[S];
+  __shared__ float part[2][kGemvThreads / 32][R];
+
+  const int tid = threadIdx.x, t = tid % kGroupThreads, slot = tid / kGroupThreads;
+  const int warp = tid / 32;
+  const int nchunks = K / 8;
+  const uint32_t row_bytes = uint32_t(K) * sizeof(T);
+  const int ntiles = (groups + G - 1) / G;
+  // Tiles (G consecutive row groups) of this block: blockIdx.x + j * gridDim.x.
+  const int nloc = blockIdx.x < ntiles ? (ntiles - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
+
+  auto issue = [&](int j) {  // thread 0 only
+    const int tile = blockIdx.x + j * gridDim.x, buf = j % S;
+    const uint32_t bar = smem_u32(&full[buf]);
+    const int ng = min(G, groups - tile * G);
+    mbar_expect(bar, uint32_t(ng) * R * row_bytes);
+    for (int s = 0; s < ng; ++s)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        bulk_g2s(smem_u32(ring + (size_t(buf) * G * R + s * R + r) * row_bytes),
+                 W + size_t(epi.row(tile * G + s, r)) * K, row_bytes, bar);
+  };
+
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) mbar_init(smem_u32(&full[s]), 1);
+    mbar_init_fence();
+    for (int j = 0; j < min(S, nloc); ++j) issue(j);
+  }
+  __syncthreads();  // barriers initialised before anyone waits on them
+  if (trigger_at_entry || nloc <= S) griddep_launch();
+  griddep_wait();
+
+  // This thread's slice of x (x * norm_w when the RMSNorm is fused; rstd is
+  // applied to the sums in the epilogue, as in gemv.cuh).
+  float xr[NC][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NC; ++j) {
+    const int c = t + j * kGroupThreads;
+    if (c < nchunks) {
+      const float4 a = reinterpret_cast<const float4*>(in.x)[2 * c];
+      const float4 b = reinterpret_cast<const float4*>(in.x)[2 * c + 1];
+      float n[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+      if constexpr (kNorm) {
+        unpack8<T>(*reinterpret_cast<const uint4*>(in.norm_w + size_t(c) * 8), n);
+        // Every group holds the whole x; count it once (slot 0).
+        if (slot == 0)
+          ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z +
+                b.w * b.w;
+      }
+      xr[j][0] = a.x * n[0], xr[j][1] = a.y * n[1], xr[j][2] = a.z * n[2], xr[j][3] = a.w * n[3];
+      xr[j][4] = b.x * n[4], xr[j][5] = b.y * n[5], xr[j][6] = b.z * n[6], xr[j][7] = b.w * n[7];
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) xr[j][e] = 0.0f;
+    }
+  }
+  float rstd = 1.0f;
+  if constexpr (kNorm) rstd = block_rstd(ss, K, in.eps);
+
+  // The epilogue's global reads (the residual h, RoPE's position) for tile
+  // j + 1 are issued while tile j is stored: the storing thread also takes
+  // part in every stage's barrier, so a load it waited on at store time would
+  // hold up the whole block once per stage.
+  using Pre = typename Epi::Pre;
+  const int g0 = blockIdx.x * G + slot;
+  Pre pre{};
+  if (t == 0 && nloc > 0 && g0 < groups) pre = epi.prepare(g0);
+
+  for (int j = 0; j < nloc; ++j) {
+    const int buf = j % S, tile = blockIdx.x + j * gridDim.x;
+    mbar_wait(smem_u32(&full[buf]), uint32_t(j / S) & 1u);
+    const unsigned char* st = ring + (size_t(buf) * G * R + slot * R) * row_bytes;
+    float acc[R] = {};
+#pragma unroll
+    for (int jj = 0; jj < NC; ++jj) {
+      const int c = t + jj * kGroupThreads;
+      if (c < nchunks) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint4 w = *reinterpret_cast<const uint4*>(st + r * row_bytes + size_t(c) * 16);
+          float f[8];
+          unpack8<T>(w, f);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      acc[r] = warp_sum(acc[r]);
+      if (tid % 32 == 0) part[j & 1][warp][r] = acc[r];
+    }
+    // Every thread is done with this stage's buffer and has written its
+    // partial sums. part is double-buffered by j's parity: the next barrier
+    // orders this round's reads before round j + 2's writes.
+    __syncthreads();
+    if (tid == 0 && j + S < nloc) issue(j + S);
+    if (!trigger_at_entry && j + S == nloc - 1) griddep_launch();  // our last stage is issued
+    const int g = tile * G + slot, gn = g + int(gridDim.x) * G;
+    if (t == 0 && g < groups) {
+      Pre next{};
+      if (j + 1 < nloc && gn < groups) next = epi.prepare(gn);
+      float sum[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        sum[r] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kWarpsPerGroup; ++i) sum[r] += part[j & 1][slot * kWarpsPerGroup + i][r];
+        sum[r] *= rstd;
+      }
+      epi.store(g, sum, pre);
+      pre = next;
+    }
+  }
+}
+
+// Shared memory of one block: the ring.
+template <typename T, int R, int G, int S>
+size_t gemv_tma_smem(int K) {
+  return size_t(S) * G * R * size_t(K) * sizeof(T);
+}
+
+// One block per SM (blocks_per_sm, if > 0, allows more), at most one per tile.
+template <typename T, int R, int G, int S, int NC, bool kNorm, typename Epi>
+void launch_gemv_tma(const T* W, int groups, int K, GemvInput<T> in, Epi epi, cudaStream_t s, bool pdl,
+                     bool trigger_at_entry, int blocks_per_sm = 1) {
+  auto kernel = gemv_tma_kernel<T, R, G, S, NC, kNorm, Epi>;
+  const size_t smem = gemv_tma_smem<T, R, G, S>(K);
+  if (smem > 48 * 1024)
+    HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int device = 0, sms = 0;
+  HAYATE_CUDA_CHECK(cudaGetDevice(&device));
+  HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const unsigned tiles = ceil_div(groups, G);
+  const unsigned blocks = std::min<unsigned>(tiles, unsigned(sms * std::max(blocks_per_sm, 1)));
+  launch({blocks, kGemvThreads, smem, s, pdl}, kernel, W, K, groups, in, epi, trigger_at_entry);
+}
+
+}  // namespace hayate::cuda
