@@ -8,8 +8,9 @@
 // KV read and the share of the read-bandwidth probe. Variants: v1 (the
 // kernel before this lab, copied below, with the backend's split choice for
 // max_model_len 8192: 16 splits of 512) and v2 (src/cuda/paged_attention.cu)
-// over a sweep of its knobs. Also times the paged prefill attention
-// (chunked prefill of 1024-token prompts). See NOTES.md, "Paged attention".
+// over a sweep of its knobs, and the one-pass short-context kernel
+// (paged_decode_short.cu) where every row has at most 128 keys. Also times the paged prefill
+// attention (chunked prefill of 1024-token prompts). See NOTES.md, "Paged attention".
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,8 +27,8 @@
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
-#include "lab_timing.h"
 #include "cuda/paged_attention.cuh"
+#include "lab_timing.h"
 
 namespace hayate::cuda {
 namespace {
@@ -388,10 +389,18 @@ int run(int argc, char** argv) {
     const char* name;
     std::vector<int> lens;
   };
-  std::vector<Case> cases = {
-      {"1x128", std::vector<int>(1, 128)},     {"64x200", std::vector<int>(64, 200)},
-      {"64x1536", std::vector<int>(64, 1536)}, {"256x200", std::vector<int>(256, 200)},
-      {"64x4000", std::vector<int>(64, 4000)}, {"mixed7", {1, 17, 129, 511, 513, 1600, 8190}}};
+  std::vector<Case> cases = {{"1x128", std::vector<int>(1, 128)},
+                             {"64x200", std::vector<int>(64, 200)},
+                             {"64x1536", std::vector<int>(64, 1536)},
+                             {"256x200", std::vector<int>(256, 200)},
+                             {"64x4000", std::vector<int>(64, 4000)},
+                             {"mixed7", {1, 17, 129, 511, 513, 1600, 8190}},
+                             // Short contexts (the batch-1 article shape decodes at 12..128 keys):
+                             // split kernel vs one pass, from bucket 1 to 256.
+                             {"1x64", std::vector<int>(1, 64)},
+                             {"8x100", std::vector<int>(8, 100)},
+                             {"64x100", std::vector<int>(64, 100)},
+                             {"256x100", std::vector<int>(256, 100)}};
   std::vector<PagedDecodeTuning> tunes = {PagedDecodeTuning{}};
   if (sweep)
     for (int tb : {264, 528, 1056, 2112})
@@ -453,6 +462,16 @@ int run(int argc, char** argv) {
               p, ref, [&] { fn(0); }, name.c_str()))
         ++failures;
       report(name, median_ms(st, 30, fn));
+    }
+    if (*std::max_element(c.lens.begin(), c.lens.end()) <= paged_decode_short_max_keys(kHd)) {
+      auto fn = [&](int i) {
+        paged_attention_decode_short(p.q.as<float>(), p.k.as<T>(), p.v.as<T>(), sh, meta(i),
+                                     p.rows.as<int32_t>(), n, p.out.as<T>(), st);
+      };
+      if (!check(
+              p, ref, [&] { fn(0); }, "one-pass short"))
+        ++failures;
+      report("one-pass short (no split)", median_ms(st, 30, fn));
     }
     // The backend's own entry point (what cuda_batch_backend.cu calls).
     if (!check(

@@ -11,12 +11,14 @@
 //   or row by row through the single-stream sampler when a start-up timing finds
 //   that faster for so few rows (HAYATE_BATCH_SAMPLER=batched|rows forces one).
 // All-decode steps replay a CUDA graph captured at start-up for the smallest
-// batch-size bucket that holds them; rows past the batch are padding that
-// reads and writes only a scratch block at the end of the pool.
+// batch-size bucket that holds them (batch_graphs.cu); rows past the batch are
+// padding that reads and writes only a scratch block at the end of the pool.
+// Steps whose decode rows all have contexts of at most 128 keys (head_dim 128)
+// run the one-pass short-context attention (paged_decode_short.cu): buckets
+// up to kShortGraphMaxRows have a second graph for it.
 #include <cublas_v2.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +27,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "cuda/batch_graphs.h"
 #include "cuda/buffer.h"
 #include "cuda/cuda_batch_backend.h"
 #include "cuda/gemv_batched.h"
@@ -61,18 +64,12 @@ constexpr cudaDataType_t cublas_type<__nv_bfloat16>() {
 
 constexpr size_t kCublasWorkspace = size_t(32) << 20;  // fixed, so GEMMs can be graph-captured
 constexpr int kMaxSplits = 32;                         // decode: partitions of the KV length
-
-// Batch-size buckets of the decode graphs: 1, 2, 4, 8, then every 8 up to 32,
-// every 16 up to 64, every 32 beyond (padding stays under ~1/3 of a step).
-std::vector<int> graph_buckets(int max_seqs) {
-  std::vector<int> b;
-  for (int n = 1; n < max_seqs;) {
-    b.push_back(n);
-    n = n < 8 ? n * 2 : n < 32 ? n + 8 : n < 64 ? n + 16 : n + 32;
-  }
-  b.push_back(max_seqs);
-  return b;
-}
+// Buckets of up to this many rows get a second graph with the one-pass
+// short-context attention: there a step is latency-bound and the split
+// kernel's chunk-by-chunk walk costs ~8 us per layer at one row (bench/kernels
+// NOTES.md "Run 8" for the single-stream twin). Larger buckets keep one graph:
+// their contexts are rarely all short, and each extra graph is start-up time.
+constexpr int kShortGraphMaxRows = 8;
 
 // Page-locked host staging of the step metadata: cudaMemcpyAsync from it is
 // a real asynchronous DMA, where a copy from pageable memory blocks the host
@@ -154,13 +151,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     w_ = upload_weights<T>(model, s_);
     alloc_workspace();
     alloc_pool(o);
+    short_keys_ = paged_decode_short_max_keys(c_.head_dim);
     capture_graphs();
     time_samplers();
   }
 
   ~CudaBatchBackend() override {
-    for (cudaGraphExec_t g : graphs_)
-      if (g) cudaGraphExecDestroy(g);
     if (cublas_) cublasDestroy(cublas_);
     if (s_) cudaStreamDestroy(s_);
   }
@@ -194,14 +190,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     validate(batch, sampled);
     const int S = int(batch.seqs.size()), T_ = batch.num_tokens;
     const bool use_graph = batch.all_decode();
-    const size_t bucket =
-        use_graph ? size_t(std::lower_bound(buckets_.begin(), buckets_.end(), S) - buckets_.begin())
-                  : 0;
-    const int rows = use_graph ? buckets_[bucket] : T_;  // token rows this step runs
+    const size_t bucket = use_graph ? graphs_.bucket_of(S) : 0;
+    const int rows = use_graph ? graphs_.rows(bucket) : T_;  // token rows this step runs
 
     // Host metadata: token rows in batch order; seqs[i] is sequence slot i.
-    std::vector<int32_t> sample_rows, which;  // sampled row per sampling seq; its index in seqs
-    int n_dec = 0, n_tiles = 0;
+    std::vector<int32_t> sample_rows, which;   // sampled row per sampling seq; its index in seqs
+    int n_dec = 0, n_tiles = 0, dec_keys = 0;  // dec_keys: longest context of a decode row
     const int tile_tok = paged_prefill_tile_tokens(c_.num_heads / c_.num_kv_heads);
     for (int i = 0, row = 0; i < S; ++i) {
       const BatchSeq& s = batch.seqs[size_t(i)];
@@ -215,6 +209,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       }
       if (n == 1) {
         h_dec_[size_t(n_dec++)] = row;
+        dec_keys = std::max(dec_keys, s.start_pos + 1);
       } else {
         for (int t = 0; t < n; t += tile_tok) {
           h_tiles_[size_t(2 * n_tiles)] = row + t;
@@ -241,13 +236,15 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
            size_t(use_graph ? rows : S) * max_blocks_);  // pad rows too
 
     const int m = use_graph ? rows : int(sample_rows.size());
+    const bool short_attn = dec_keys <= short_keys_;  // padding rows: one key
     if (use_graph) {
-      HAYATE_CUDA_CHECK(cudaGraphLaunch(graphs_[bucket], s_));
+      HAYATE_CUDA_CHECK(cudaGraphLaunch(graphs_.graph(bucket, short_attn), s_));
     } else {
       upload(d_dec_, h_dec_.data(), n_dec);
       upload(d_tiles_, h_tiles_.data(), 2 * size_t(n_tiles));
       upload(d_sample_rows_, sample_rows.data(), sample_rows.size());
-      forward(rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m, {gemv_max_, false});
+      forward(rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m, {graphs_.gemv_max(), false},
+              short_attn);
     }
     if (which.empty()) {
       HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
@@ -266,19 +263,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   }
 
  private:
-  // How forward() multiplies: products with at most gemv_rows rows run as
-  // batched GEMVs, larger ones through cuBLAS. fused (one row, sampled, graph
-  // only): the single-stream GEMVs with RMSNorm / SiLU*mul fused, fp32 act.
-  struct Matmul {
-    int gemv_rows = 0;
-    bool fused = false;
-  };
-
   // ---- the forward pass over `rows` token rows ----------------------------------
   // dec_rows [n_dec]: rows of one-token sequences; tiles (d_tiles_) [n_tiles]:
-  // prefill query tiles; sample_rows [m]: rows whose logits are sampled.
+  // prefill query tiles; sample_rows [m]: rows whose logits are sampled;
+  // short_attn: every decode row's context fits paged_attention_decode_short.
   void forward(int rows, const int32_t* dec_rows, int n_dec, int n_tiles,
-               const int32_t* sample_rows, int m, Matmul mm) {
+               const int32_t* sample_rows, int m, Matmul mm, bool short_attn) {
     const int D = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
     const int qd = c_.q_dim(), qkvd = c_.qkv_dim();
     const float eps = c_.rms_norm_eps;
@@ -299,7 +289,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
         matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, mm);              // QKV [rows, qkv]
         paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
       }
-      if (n_dec > 0)  // ATT [rows, qd]
+      if (n_dec > 0 && short_attn)  // ATT [rows, qd]: one pass, no split
+        paged_attention_decode_short(q_, kp, vp, sh, meta, dec_rows, n_dec, attn_, s_);
+      else if (n_dec > 0)  // ATT [rows, qd]: split over the KV length
         paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, part_, part_o_,
                                part_ml_, attn_, s_);
       if (n_tiles > 0)
@@ -455,15 +447,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                  static_cast<long long>(num_blocks_) * block_size_);
   }
 
-  // One graph per bucket: forward(B rows, all decode, all sampled), warmed up
-  // eagerly first (lazy module loading, cuBLAS heuristics) on padding rows
-  // only. Buckets of up to 16 rows are captured with each candidate matmul
-  // and the faster graph is kept (kAuto): the GEMV / cuBLAS crossover is
-  // measured on the device it runs on, and printed with every bucket's time
-  // (the step without attention work: the rest of a real step is attention).
+  // The decode graphs (batch_graphs.cu): forward(B rows, all decode, all
+  // sampled) per bucket on padding rows only (position 0 of the scratch block).
   void capture_graphs() {
-    const auto t0 = std::chrono::steady_clock::now();
-    buckets_ = graph_buckets(max_seqs_);
     for (int r = 0; r < max_seqs_; ++r) {
       h_pos_[size_t(r)] = 0;
       h_seq_[size_t(r)] = r;
@@ -474,78 +460,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     upload(d_pos_, h_pos_.data(), size_t(max_seqs_));
     upload(d_seq_, h_seq_.data(), size_t(max_seqs_));
     upload(d_tables_, h_tables_.data(), size_t(max_seqs_) * max_blocks_);
-    std::string report;
-    for (int B : buckets_) {
-      std::vector<Matmul> cands;  // first = the choice when only one is allowed
-      const bool small = B <= kGemvBatchedMaxRows;
-      if (small && matmul_ != DecodeMatmul::kCublas) cands.push_back({B, B == 1});
-      if (small && matmul_ == DecodeMatmul::kAuto && B == 1) cands.push_back({1, false});
-      if (!small || matmul_ != DecodeMatmul::kGemv) cands.push_back({0, false});
-      cudaGraphExec_t best = nullptr;
-      float best_ms = 0.0f;
-      Matmul best_mm;
-      for (const Matmul& mm : cands) {
-        cudaGraphExec_t exec = capture(B, mm);
-        const float ms = time_graph(exec);
-        report += cat(" b", B,
-                      mm.fused       ? " fused "
-                      : mm.gemv_rows ? " gemv "
-                                     : " cublas ",
-                      int(ms * 1000.0f));
-        if (best == nullptr || ms < best_ms) {
-          if (best) HAYATE_CUDA_CHECK(cudaGraphExecDestroy(best));
-          best = exec;
-          best_ms = ms;
-          best_mm = mm;
-        } else {
-          HAYATE_CUDA_CHECK(cudaGraphExecDestroy(exec));
-        }
-      }
-      graphs_.push_back(best);
-      if (best_mm.gemv_rows > 0) gemv_max_ = std::max(gemv_max_, B);  // eager steps: m <= this
-    }
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr,
-                 "hayate: captured %zu decode graphs (batch 1..%d) in %.0f ms; batched GEMV for "
-                 "up to %d rows; us/step on padding rows (attention over one key):%s\n",
-                 graphs_.size(), max_seqs_, ms, gemv_max_, report.c_str());
-  }
-
-  cudaGraphExec_t capture(int B, Matmul mm) {
-    forward(B, d_ident_, B, 0, d_ident_, B, mm);
-    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
-    cudaGraph_t graph = nullptr;
-    HAYATE_CUDA_CHECK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
-    forward(B, d_ident_, B, 0, d_ident_, B, mm);
-    HAYATE_CUDA_CHECK(cudaStreamEndCapture(s_, &graph));
-    cudaGraphExec_t exec = nullptr;
-    HAYATE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    HAYATE_CUDA_CHECK(cudaGraphDestroy(graph));
-    return exec;
-  }
-
-  // Mean ms of `reps` calls of f() on the stream after one warm call.
-  template <typename F>
-  float time_ms(F f, int reps) {
-    cudaEvent_t e0 = nullptr, e1 = nullptr;
-    HAYATE_CUDA_CHECK(cudaEventCreate(&e0));
-    HAYATE_CUDA_CHECK(cudaEventCreate(&e1));
-    f();
-    HAYATE_CUDA_CHECK(cudaEventRecord(e0, s_));
-    for (int i = 0; i < reps; ++i) f();
-    HAYATE_CUDA_CHECK(cudaEventRecord(e1, s_));
-    HAYATE_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0.0f;
-    HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    HAYATE_CUDA_CHECK(cudaEventDestroy(e0));
-    HAYATE_CUDA_CHECK(cudaEventDestroy(e1));
-    return ms / float(reps);
-  }
-
-  // Padding rows: same weights streamed as a real step, attention over one key.
-  float time_graph(cudaGraphExec_t exec) {
-    return time_ms([&] { HAYATE_CUDA_CHECK(cudaGraphLaunch(exec, s_)); }, 5);
+    graphs_.capture(max_seqs_, matmul_, kShortGraphMaxRows, s_,
+                    [&](int B, Matmul mm, bool short_attn) {
+                      forward(B, d_ident_, B, 0, d_ident_, B, mm, short_attn);
+                    });
   }
 
   // The two samplers' crossover on this device (auto): one row through the
@@ -570,11 +488,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     HAYATE_CUDA_CHECK(cudaMemcpyAsync(d_ng_rows_, d_ident_, sizeof(int32_t) * size_t(max_seqs_),
                                       cudaMemcpyDeviceToDevice, s_));  // rows 0, 1, ...
     const int Vi = c_.vocab_size;
-    const float row_ms =
-        time_ms([&] { sample(logits_, Vi, states_, false, sample_ws_, d_out_, s_, false); }, 3);
+    const float row_ms = time_on_stream(
+        s_, [&] { sample(logits_, Vi, states_, false, sample_ws_, d_out_, s_, false); }, 3);
     float batch_ms = 0.0f;
-    for (int n : buckets_) {
-      batch_ms = time_ms(
+    for (int n : graphs_.buckets()) {
+      batch_ms = time_on_stream(
+          s_,
           [&] {
             sample_batched(logits_, Vi, d_ng_rows_, states_, n, max_seqs_, batch_ws_, d_out_, s_);
           },
@@ -612,8 +531,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   ModelConfig c_;
   int max_model_len_ = 0, block_size_ = 0, num_blocks_ = 0, max_seqs_ = 0, max_tokens_ = 0;
   int max_blocks_ = 0, n_splits_ = 1, part_ = 0;
+  int short_keys_ = 0;  // decode contexts up to this many keys: one-pass attention
   DecodeMatmul matmul_ = DecodeMatmul::kAuto;
-  int gemv_max_ = 0;  // largest bucket whose graph runs batched GEMVs (eager steps follow it)
   cudaStream_t s_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer cublas_ws_;
@@ -634,9 +553,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   std::string sampler_;       // HAYATE_BATCH_SAMPLER: auto, batched or rows
   int batch_from_ = INT_MAX;  // steps with this many non-greedy rows or more: batched
   PinnedInts h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
-  std::vector<int> buckets_;
   std::vector<int> last_slot_;  // logits row of each sampled seq of the last step
-  std::vector<cudaGraphExec_t> graphs_;
+  DecodeGraphs graphs_;
 };
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Kernels of the batched (paged) CUDA backend: RoPE + KV write into paged
-// blocks, paged decode attention (flash-decoding, split over KV length),
-// paged prefill attention over query tiles, and small helpers (gathered
-// RMSNorm for the LM head rows, per-row greedy argmax). Every pointer is
-// device memory; every launch goes through launch() (launch.h).
+// blocks, paged decode attention (flash-decoding, split over KV length; one
+// pass at short context), paged prefill attention over query tiles, and small
+// helpers (gathered RMSNorm for the LM head rows, per-row greedy argmax).
+// Every pointer is device memory; every launch goes through launch() (launch.h).
 //
 // Pool layout per layer: k_pool / v_pool [num_blocks, block_size, kv_dim];
 // position p of the sequence in slot s is row p % block_size of block
@@ -76,6 +76,19 @@ template <typename T>
 void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                                   PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
                                   PagedDecodeTuning tune, float* part_o, float* part_ml, T* out,
+                                  cudaStream_t s);
+
+// Decode at short context (paged_decode_short.cu): same contract as
+// paged_attention_decode, in one pass with a block per (row, query head) that
+// loads every K/V row of its context at entry; no split, no scratch. Every
+// listed row's context (tok_pos + 1) must be at most
+// paged_decode_short_max_keys(head_dim) (128 at head_dim 128, 256 at 32/64):
+// a longer one is a device fault (trap), so the host picks this kernel only
+// when all rows of the launch fit. Graph-capturable: depends only on n_rows.
+int paged_decode_short_max_keys(int head_dim);
+template <typename T>
+void paged_attention_decode_short(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                                  PagedMeta meta, const int32_t* rows, int n_rows, T* out,
                                   cudaStream_t s);
 
 // Prefill / chunked prefill: tiles [n_tiles] of (first row, rows) of one

@@ -6,6 +6,8 @@
 // unroll-2 paths), head_dim 32/64/128, block sizes 16 and 7, fp16 and bf16,
 // one row (most splits) and many rows (few splits), every unroll/prefetch
 // variant; prefill chunks that start mid-sequence and end in partial tiles.
+// The one-pass short-context decode (paged_decode_short.cu) against the same
+// twin, on lengths up to its limit (128 keys at head_dim 128).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "core/check.h"
 #include "cpu/ops.h"
 #include "cuda/paged_attention.cuh"
 #include "gpu/gpu_test_util.h"
@@ -24,14 +27,16 @@ struct Case {
   int n_heads, n_kv_heads, head_dim, block_size;
   std::vector<int> lens;  // keys per sequence; one decode row each
   PagedDecodeTuning tune;
+  bool one_pass = false;  // paged_attention_decode_short instead of the split kernel
 };
 
 template <typename T>
 void run_case(const Case& c) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(::testing::Message()
-               << "seed " << seed << " heads " << c.n_heads << "/" << c.n_kv_heads << " hd "
-               << c.head_dim << " bs " << c.block_size << " rows " << c.lens.size());
+               << (c.one_pass ? "one-pass " : "split ") << "seed " << seed << " heads " << c.n_heads
+               << "/" << c.n_kv_heads << " hd " << c.head_dim << " bs " << c.block_size << " rows "
+               << c.lens.size());
   std::mt19937_64 rng(seed);
   const int S = int(c.lens.size()), bs = c.block_size, hd = c.head_dim;
   const int kv_dim = c.n_kv_heads * hd, q_dim = c.n_heads * hd, n_splits = 16;
@@ -65,8 +70,13 @@ void run_case(const Case& c) {
   Dev<T> out(size_t(S) * q_dim);  // poisoned
   const PagedShape sh{c.n_heads, c.n_kv_heads, hd, bs, max_blocks};
   const PagedMeta meta{dpos.get(), dseq.get(), dtables.get()};
-  paged_attention_decode_tuned<T>(dq.get(), dk.get(), dv.get(), sh, meta, drows.get(), S, n_splits,
-                                  c.tune, part_o.get(), part_ml.get(), out.get(), nullptr);
+  if (c.one_pass)
+    paged_attention_decode_short<T>(dq.get(), dk.get(), dv.get(), sh, meta, drows.get(), S,
+                                    out.get(), nullptr);
+  else
+    paged_attention_decode_tuned<T>(dq.get(), dk.get(), dv.get(), sh, meta, drows.get(), S,
+                                    n_splits, c.tune, part_o.get(), part_ml.get(), out.get(),
+                                    nullptr);
   HAYATE_CUDA_CHECK(cudaGetLastError());
   const std::vector<float> got = download_f(out);
 
@@ -203,6 +213,29 @@ TEST(PagedAttention, DecodeManyRowsLongOnesSplit) {
   many.big_splits = 16;
   many.big_min_part = 300;
   run_case<__nv_bfloat16>({8, 2, 128, 16, lens, many});
+}
+
+// One pass: every key row of the context loaded at entry, block per (row,
+// query head). Lengths: 1, block edges, the limit itself; out-of-order rows;
+// block-table entries past each context are -1 (never read).
+TEST(PagedAttention, DecodeShortOnePassVsCpu) {
+  HAYATE_REQUIRE_GPU();
+  EXPECT_EQ(paged_decode_short_max_keys(128), 128);
+  EXPECT_EQ(paged_decode_short_max_keys(64), 256);
+  EXPECT_EQ(paged_decode_short_max_keys(32), 256);
+  EXPECT_THROW(paged_decode_short_max_keys(96), Error);
+  const std::vector<int> to128 = {1, 2, 7, 16, 17, 31, 64, 100, 127, 128};
+  const std::vector<int> to256 = {1, 17, 128, 129, 200, 255, 256};
+  run_case<half>({32, 8, 128, 16, to128, {}, true});           // Llama-3-8B: group 4
+  run_case<__nv_bfloat16>({32, 8, 128, 16, to128, {}, true});  // same, bf16
+  run_case<half>({8, 2, 128, 7, to128, {}, true});             // odd block size
+  run_case<__nv_bfloat16>({16, 2, 128, 16, to128, {}, true});  // group 8
+  run_case<half>({4, 4, 64, 7, to256, {}, true});              // group 1, head_dim 64
+  run_case<half>({6, 2, 32, 16, to256, {}, true});             // group 3, head_dim 32
+  std::vector<int> many(200);
+  std::mt19937 rng(11);
+  for (int& l : many) l = 1 + int(rng() % 128);
+  run_case<half>({32, 8, 128, 16, many, {}, true});  // a bucket-256-like launch
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+// The decode graphs of the batched CUDA backend (cuda_batch_backend.cu): one
+// CUDA graph per batch-size bucket, captured at start-up, replayed by every
+// all-decode step (rows past the batch are padding). Small buckets get a
+// second graph whose attention is the one-pass short-context kernel
+// (paged_attention_decode_short); the host picks it when every row's context
+// fits, as the single-stream backend does with its second pair of graphs.
+// What a graph runs is the backend's forward(), passed in as a callback: this
+// file owns the bucket list, capture, the start-up timing that picks the
+// matmul of each bucket, and the graphs' lifetime.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <vector>
+
+#include "cuda/cuda_batch_backend.h"
+
+namespace hayate::cuda {
+
+// How the forward pass multiplies: products with at most gemv_rows rows run
+// as batched GEMVs, larger ones through cuBLAS. fused (one row, sampled,
+// graph only): the single-stream GEMVs with RMSNorm / SiLU*mul fused, fp32 act.
+struct Matmul {
+  int gemv_rows = 0;
+  bool fused = false;
+};
+
+// Batch-size buckets of the decode graphs: 1, 2, 4, 8, then every 8 up to 32,
+// every 16 up to 64, every 32 beyond (padding stays under ~1/3 of a step).
+std::vector<int> graph_buckets(int max_seqs);
+
+// Mean ms of `reps` calls of f() on stream s after one warm call.
+float time_on_stream(cudaStream_t s, const std::function<void()>& f, int reps);
+
+class DecodeGraphs {
+ public:
+  // record(rows, mm, short_attn) enqueues one all-decode, all-sampled forward
+  // of `rows` padding rows on the stream (same work as a real step of that
+  // bucket; attention over one key).
+  using Record = std::function<void(int rows, Matmul mm, bool short_attn)>;
+
+  DecodeGraphs() = default;
+  DecodeGraphs(const DecodeGraphs&) = delete;
+  DecodeGraphs& operator=(const DecodeGraphs&) = delete;
+  ~DecodeGraphs();
+
+  // Buckets of up to 16 rows are captured with each candidate matmul that
+  // `matmul` allows and the faster graph is kept (kAuto: the GEMV / cuBLAS
+  // crossover measured on this device). Buckets of up to short_max_rows rows
+  // are captured a second time, with the kept matmul and short attention.
+  // Prints every candidate's time and the capture time to stderr.
+  void capture(int max_seqs, DecodeMatmul matmul, int short_max_rows, cudaStream_t s,
+               const Record& record);
+
+  // Index of the smallest bucket that holds n rows (n <= max_seqs).
+  size_t bucket_of(int n) const;
+  int rows(size_t bucket) const { return buckets_[bucket]; }
+  const std::vector<int>& buckets() const { return buckets_; }
+  // The bucket's short-attention graph when asked for and captured, else its
+  // regular graph.
+  cudaGraphExec_t graph(size_t bucket, bool short_attn) const;
+  // Largest bucket whose graph runs batched GEMVs (eager steps follow it).
+  int gemv_max() const { return gemv_max_; }
+
+ private:
+  cudaGraphExec_t capture_one(cudaStream_t s, const std::function<void()>& body);
+
+  std::vector<int> buckets_;
+  std::vector<cudaGraphExec_t> graphs_, short_graphs_;  // short: null where not captured
+  int gemv_max_ = 0;
+};
+
+}  // namespace hayate::cuda
