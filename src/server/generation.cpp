@@ -137,13 +137,15 @@ void OpenAIServer::Impl::on_event(const std::shared_ptr<Call>& call, int index,
       metrics.finished[reason_index(e.finish)]++;
     }
   }
-  call->cv.notify_all();
+  // The count drops before the connection thread is woken: a client that has
+  // read its final event and then asks /metrics must not see itself in flight.
   if (e.finished) {
     std::lock_guard lock(admit_m);
     in_flight -= 1;
     if (call_done) calls.erase(call);
     drained_cv.notify_all();
   }
+  call->cv.notify_all();
 }
 
 void OpenAIServer::Impl::abort_call(Call& call) {

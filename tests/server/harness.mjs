@@ -4,6 +4,7 @@
 // tests/oracle/node_modules (ESM ignores NODE_PATH, so it is required from there).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { after } from 'node:test';
 
 const oracleRequire = createRequire(new URL('../oracle/package.json', import.meta.url));
 export const OpenAI = oracleRequire('openai');
@@ -13,13 +14,27 @@ if (!BIN) throw new Error('HAYATE_BIN must name the hayate binary');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Servers still running 20 s after a file's tests end (a failed assertion
+// skipped their stop()) are killed, so a failure reports promptly instead of
+// holding the test process open until ctest's timeout. The timer is unref'd:
+// it never delays an exit, and the files' own after() hooks stop their
+// servers first.
+const live = new Set();
+after(() => {
+  setTimeout(() => { for (const p of live) p.kill('SIGKILL'); }, 20000).unref();
+});
+
 // Options: args (extra CLI flags), ready (wait for /health 200; default true),
 // timeoutMs (startup bound).
 export async function startServer({ args = [], ready = true, timeoutMs = 90000 } = {}) {
   const proc = spawn(BIN, ['serve', '--model', 'dummy:tiny', '--backend', 'cpu', '--host',
     '127.0.0.1', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const out = [];
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  live.add(proc);
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => {
+    live.delete(proc);
+    resolve({ code, signal });
+  }));
   let stdout = '';
   const url = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start: ${stdout}`)), timeoutMs);
