@@ -342,12 +342,17 @@ int run() {
     report("production", prod, err);
     // Run 10: the production launchers with GemvLaunch::tma (fused epilogues
     // on the shared-memory ring kernel), without PDL, with PDL (trigger after
-    // the last stage is issued) and with PDL triggering at entry.
+    // the last stage is issued), with PDL triggering at entry, and (K = 4096)
+    // the same with stages of two row groups.
     {
       const double terr = check(GemvLaunch{s, false, 0, true, 1});
-      report("tma", [&](int i) { prodl(i, GemvLaunch{s, false, 0, true, 1}); }, terr);
+      report("tma", [&](int i) { prodl(i, GemvLaunch{s, false, 0, true, 2}); }, terr);
       report("tma pdl", [&](int i) { prodl(i, GemvLaunch{s, true, 0, true, 1}); }, terr);
       report("tma pdl e", [&](int i) { prodl(i, GemvLaunch{s, true, 0, true, 2}); }, terr);
+      if (sh.K <= 4096) {  // stages of two row groups (GemvLaunch::tma 3)
+        const double gerr = check(GemvLaunch{s, false, 0, true, 3});
+        report("tma pdl e G2", [&](int i) { prodl(i, GemvLaunch{s, true, 0, true, 3}); }, gerr);
+      }
     }
     // Run 8: programmatic dependent launch with the grid capped below full
     // occupancy (b0 = as many blocks as fit, 4 per SM here), so the next

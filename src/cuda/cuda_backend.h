@@ -30,8 +30,7 @@ struct CudaTuning {
   bool gemv_two_rounds = true;
   // Run 10: decode GEMVs stream W through shared memory (gemv_tma.cuh) and
   // are launched with PDL (whatever `pdl` says for the other kernels).
-  // GemvLaunch::tma's values: 0 off, 1 next kernel launched once a block has
-  // issued its last stage, 2 at kernel entry.
+  // Values as GemvLaunch::tma (src/cuda/ops.h): 0 off, 1-3 ring variants.
   int gemv_tma = 0;
 };
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options,

@@ -42,7 +42,13 @@ bool run_tma(const T* W, int groups, int K, GemvInput<T> in, Epi epi, const Gemv
                    (!kNorm || reinterpret_cast<uintptr_t>(in.norm_w) % 16 == 0) &&
                    reinterpret_cast<uintptr_t>(W) % 16 == 0,
                "gemv (tma): W, x or norm weight not 16-byte aligned");
-  const bool entry = l.tma == 2;
+  const bool entry = l.tma != 1;  // run 10a: entry was the better trigger
+  if constexpr (R == 2) {
+    if (l.tma == 3 && K <= 4 * 8 * kGemvThreads / 2) {  // 32 KB stages: 2 groups of 2 rows
+      launch_gemv_tma<T, 2, 2, 3, 4, kNorm>(W, groups, K, in, epi, l.s, l.pdl, entry);
+      return true;
+    }
+  }
   if (K <= 2 * 8 * kGemvThreads) {
     launch_gemv_tma<T, R, 1, (R == 2 ? 6 : 8), 2, kNorm>(W, groups, K, in, epi, l.s, l.pdl, entry);
     return true;

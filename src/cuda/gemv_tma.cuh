@@ -18,8 +18,9 @@
 // Compute: thread t of a group handles chunks (8 elements, 16 bytes) c = t +
 // j * (256 / G), j < NC, of every row; its slice of x (normed, when fused)
 // sits in registers for the whole kernel (NC * 8 floats), so a stage costs
-// per thread R * NC shared loads of 16 bytes, the FMAs, one warp reduction
-// per row and one block barrier (which also frees the stage for its refill).
+// per thread R * NC shared loads of 16 bytes, the FMAs and one warp reduction
+// per row; warps synchronise through mbarriers only (see the loop), so the
+// epilogue of one tile does not hold up the block.
 // Epilogues are gemv.cuh's (row mapping, prepare, store); the launchers pass
 // the early-read ones (kEarly), whose reads this kernel issues a stage ahead.
 #pragma once
@@ -78,6 +79,15 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   __trap();
 #endif
 }
+// One arrival (release at CTA scope: the arriving thread's writes are seen by
+// threads that then wait on the phase).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+#else
+  __trap();
+#endif
+}
 // bytes (multiple of 16, both addresses 16-byte aligned) from global to shared,
 // completing on bar.
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
@@ -101,15 +111,23 @@ template <typename T, int R, int G, int S, int NC, bool kNorm, typename Epi>
 __global__ void __launch_bounds__(kGemvThreads, 2)
     gemv_tma_kernel(const T* __restrict__ W,  // [rows, K]
                     int K, int groups, GemvInput<T> in, Epi epi, bool trigger_at_entry) {
-  static_assert(S >= 2 && S <= kTmaMaxStages && kGemvThreads % (32 * G) == 0);
+  static_assert(S >= 2 && S <= kTmaMaxStages && kGemvThreads % (32 * G) == 0 && G <= 32);
   constexpr int kGroupThreads = kGemvThreads / G;
   constexpr int kWarpsPerGroup = kGroupThreads / 32;
+  constexpr int kWarps = kGemvThreads / 32;
+  // Partial sums of tile j live in part[j % P]. P = 2S: a warp writes tile j's
+  // slot only after tile j was issued, i.e. after every warp released tile
+  // j - S, and the warp that reads tile j - 2S's slot (its epilogue) does so
+  // before it goes on to release tile j - S.
+  constexpr int P = 2 * S;
   extern __shared__ __align__(128) unsigned char ring[];  // [S][G * R][K] of T
-  __shared__ __align__(8) uint64_t full[S];
-  __shared__ float part[2][kGemvThreads / 32][R];
+  __shared__ __align__(8) uint64_t full[S];   // stage landed (1 arrival + bytes)
+  __shared__ __align__(8) uint64_t empty[S];  // stage read by every warp
+  __shared__ __align__(8) uint64_t done[P];   // tile's partial sums written by every warp
+  __shared__ float part[P][kWarps][R];
 
   const int tid = threadIdx.x, t = tid % kGroupThreads, slot = tid / kGroupThreads;
-  const int warp = tid / 32;
+  const int warp = tid / 32, lane = tid % 32;
   const int nchunks = K / 8;
   const uint32_t row_bytes = uint32_t(K) * sizeof(T);
   const int ntiles = (groups + G - 1) / G;
@@ -129,7 +147,11 @@ __global__ void __launch_bounds__(kGemvThreads, 2)
   };
 
   if (tid == 0) {
-    for (int s = 0; s < S; ++s) mbar_init(smem_u32(&full[s]), 1);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(smem_u32(&full[s]), 1);
+      mbar_init(smem_u32(&empty[s]), kWarps);
+    }
+    for (int p = 0; p < P; ++p) mbar_init(smem_u32(&done[p]), kWarps);
     mbar_init_fence();
     for (int j = 0; j < min(S, nloc); ++j) issue(j);
   }
@@ -165,17 +187,25 @@ __global__ void __launch_bounds__(kGemvThreads, 2)
   float rstd = 1.0f;
   if constexpr (kNorm) rstd = block_rstd(ss, K, in.eps);
 
-  // The epilogue's global reads (the residual h, RoPE's position) for tile
-  // j + 1 are issued while tile j is stored: the storing thread also takes
-  // part in every stage's barrier, so a load it waited on at store time would
-  // hold up the whole block once per stage.
+  // No block-wide barrier per tile (run 10a: with one, every tile waited on
+  // the thread doing the epilogue: QKV's RoPE, the residual's h, SiLU, 3-10
+  // us per launch). Warps release a stage through `empty` and publish their
+  // partial sums through `done`; tile j's epilogue is done by warp j % 8 (its
+  // lanes < G, one group each), so one warp lags at a time while the others
+  // run ahead on stages already in the ring. Thread 0 refills the stage of
+  // tile j - 1 at the top of tile j.
   using Pre = typename Epi::Pre;
-  const int g0 = blockIdx.x * G + slot;
-  Pre pre{};
-  if (t == 0 && nloc > 0 && g0 < groups) pre = epi.prepare(g0);
-
   for (int j = 0; j < nloc; ++j) {
     const int buf = j % S, tile = blockIdx.x + j * gridDim.x;
+    const bool epi_warp = warp == j % kWarps;
+    if (tid == 0 && j >= 1 && j - 1 + S < nloc) {
+      mbar_wait(smem_u32(&empty[(j - 1) % S]), uint32_t((j - 1) / S) & 1u);
+      issue(j - 1 + S);
+    }
+    if (!trigger_at_entry && nloc > S && j == nloc - S) griddep_launch();  // our last stage is issued
+    // The epilogue's global reads (h, RoPE's position) start under the dot products.
+    Pre pre{};
+    if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
     mbar_wait(smem_u32(&full[buf]), uint32_t(j / S) & 1u);
     const unsigned char* st = ring + (size_t(buf) * G * R + slot * R) * row_bytes;
     float acc[R] = {};
@@ -194,30 +224,28 @@ __global__ void __launch_bounds__(kGemvThreads, 2)
       }
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      acc[r] = warp_sum(acc[r]);
-      if (tid % 32 == 0) part[j & 1][warp][r] = acc[r];
+    for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+    __syncwarp();  // every lane is done reading the stage
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) part[j % P][warp][r] = acc[r];
+      mbar_arrive(smem_u32(&empty[buf]));
+      mbar_arrive(smem_u32(&done[j % P]));  // release: part is visible to the waiter
     }
-    // Every thread is done with this stage's buffer and has written its
-    // partial sums. part is double-buffered by j's parity: the next barrier
-    // orders this round's reads before round j + 2's writes.
-    __syncthreads();
-    if (tid == 0 && j + S < nloc) issue(j + S);
-    if (!trigger_at_entry && j + S == nloc - 1) griddep_launch();  // our last stage is issued
-    const int g = tile * G + slot, gn = g + int(gridDim.x) * G;
-    if (t == 0 && g < groups) {
-      Pre next{};
-      if (j + 1 < nloc && gn < groups) next = epi.prepare(gn);
-      float sum[R];
+    if (epi_warp) {
+      mbar_wait(smem_u32(&done[j % P]), uint32_t(j / P) & 1u);
+      const int g = tile * G + lane;
+      if (lane < G && g < groups) {
+        float sum[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        sum[r] = 0.0f;
+        for (int r = 0; r < R; ++r) {
+          sum[r] = 0.0f;
 #pragma unroll
-        for (int i = 0; i < kWarpsPerGroup; ++i) sum[r] += part[j & 1][slot * kWarpsPerGroup + i][r];
-        sum[r] *= rstd;
+          for (int i = 0; i < kWarpsPerGroup; ++i) sum[r] += part[j % P][lane * kWarpsPerGroup + i][r];
+          sum[r] *= rstd;
+        }
+        epi.store(g, sum, pre);
       }
-      epi.store(g, sum, pre);
-      pre = next;
     }
   }
 }

@@ -60,8 +60,9 @@ struct GemvLaunch {
   bool two_rounds = true;
   // Run 10: stream W through shared memory with bulk async copies
   // (gemv_tma.cuh). 0: off; 1: on, the next kernel may launch once a block
-  // has issued its last stage; 2: on, at kernel entry. Shapes it has no
-  // configuration for (K > 16384) keep the register kernels.
+  // has issued its last stage; 2: on, at kernel entry; 3: as 2 with stages of
+  // two row groups (32 KB at K = 4096). Shapes it has no configuration for
+  // (K > 16384) keep the register kernels.
   int tma = 0;
 };
 template <typename T>

@@ -35,7 +35,7 @@ constexpr float kAtol = 2e-4f, kRtol = 2e-3f;
 // (tma mode, pdl): the launch options every case runs under. Without a
 // previous kernel griddepcontrol.wait returns at once, so PDL here checks the
 // trigger paths, not the overlap.
-const std::pair<int, bool> kModes[] = {{1, false}, {1, true}, {2, true}};
+const std::pair<int, bool> kModes[] = {{1, false}, {1, true}, {2, true}, {3, true}};
 
 TYPED_TEST(GemvTmaTest, PlainNormedAndResidual) {
   using T = TypeParam;
