@@ -34,6 +34,7 @@
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 #include "cuda/paged_attention.cuh"
+#include "cuda/pinned.h"
 #include "cuda/weights.h"
 #include "model/model.h"
 
@@ -70,32 +71,6 @@ constexpr int kMaxSplits = 32;                         // decode: partitions of 
 // NOTES.md "Run 8" for the single-stream twin). Larger buckets keep one graph:
 // their contexts are rarely all short, and each extra graph is start-up time.
 constexpr int kShortGraphMaxRows = 8;
-
-// Page-locked host staging of the step metadata: cudaMemcpyAsync from it is
-// a real asynchronous DMA, where a copy from pageable memory blocks the host
-// while the driver stages it (several per step). Written only between steps:
-// step() synchronises before it returns.
-class PinnedInts {
- public:
-  PinnedInts() = default;
-  explicit PinnedInts(size_t n) {
-    HAYATE_CUDA_CHECK(cudaMallocHost(&p_, std::max<size_t>(n, 1) * sizeof(int32_t)));
-    std::fill_n(p_, n, 0);
-  }
-  PinnedInts(PinnedInts&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
-  PinnedInts& operator=(PinnedInts&& o) noexcept {
-    std::swap(p_, o.p_);
-    return *this;
-  }
-  ~PinnedInts() {
-    if (p_) cudaFreeHost(p_);
-  }
-  int32_t& operator[](size_t i) { return p_[i]; }
-  int32_t* data() { return p_; }
-
- private:
-  int32_t* p_ = nullptr;
-};
 
 // The test hook behind cuda_batch_last_logits().
 class LogitsPeek {
@@ -276,6 +251,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const PagedMeta meta{d_pos_, d_seq_, d_tables_};
     const PagedQkvShape pq{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_};
     const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
+    // Bucket 1 at short context runs the single stream's kernel sequence: the
+    // attention writes fp32 and o_proj is its residual GEMV (the batched GEMV
+    // at one row streams its weights slower: start-up timings, b1 gemv vs fused).
+    const bool f32_attn = mm.fused && short_attn && n_dec > 0;
     embed(w_.embed, d_tokens_, rows, D, h_, s_, false);  // H [rows, D]
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
@@ -289,7 +268,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
         matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, mm);              // QKV [rows, qkv]
         paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
       }
-      if (n_dec > 0 && short_attn)  // ATT [rows, qd]: one pass, no split
+      if (f32_attn)  // ATT [1, qd] fp32: one pass, no split
+        paged_attention_decode_short(q_, kp, vp, sh, meta, dec_rows, n_dec, attn_f_, s_);
+      else if (n_dec > 0 && short_attn)  // ATT [rows, qd]: one pass, no split
         paged_attention_decode_short(q_, kp, vp, sh, meta, dec_rows, n_dec, attn_, s_);
       else if (n_dec > 0)  // ATT [rows, qd]: split over the KV length
         paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, part_, part_o_,
@@ -297,7 +278,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       if (n_tiles > 0)
         paged_attention_prefill(q_, kp, vp, sh, meta, reinterpret_cast<const int2*>(d_tiles_),
                                 n_tiles, attn_, s_);
-      matmul(L.wo, attn_, rows, D, qd, h_, 1.0f, mm);  // H += ATT Wo^T
+      if (f32_attn)
+        gemv_residual(L.wo, D, qd, attn_f_, h_, s_, false);  // H += Wo ATT, as the single stream
+      else
+        matmul(L.wo, attn_, rows, D, qd, h_, 1.0f, mm);  // H += ATT Wo^T
       if (mm.fused) {
         gemv_gate_up(L.w_gate_up, I, D, h_, L.ffn_norm, eps, big_, s_, false);  // ACT [1, I] f32
         gemv_residual(L.w_down, D, I, big_, h_, s_, false);                     // H += ACT Wd^T
@@ -311,11 +295,14 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     if (m == 0) return;
     if (mm.fused) {  // the one row is row 0 and samples
       gemv(w_.lm_head, V, D, h_, w_.final_norm, eps, logits_, s_, false);  // logits [1, V]
-    } else {
-      rmsnorm_gather(h_, sample_rows, w_.final_norm, m, D, eps, last_, s_);  // [m, D]
-      matmul(w_.lm_head, last_, m, V, D, logits_, 0.0f, mm);                 // logits [m, V]
+      // Grid-wide argmax of the single stream (same tie rule: lowest id);
+      // argmax_rows reads a row with one block.
+      sample(logits_, V, states_, true, sample_ws_, d_out_, s_, false);  // out [1]
+      return;
     }
-    argmax_rows(logits_, m, V, d_out_, s_);  // out [m] (greedy)
+    rmsnorm_gather(h_, sample_rows, w_.final_norm, m, D, eps, last_, s_);  // [m, D]
+    matmul(w_.lm_head, last_, m, V, D, logits_, 0.0f, mm);                 // logits [m, V]
+    argmax_rows(logits_, m, V, d_out_, s_);                                // out [m] (greedy)
   }
 
   void matmul(const T* W, const T* x, int m, int N, int K, float* y, float beta, Matmul mm) {
@@ -382,6 +369,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     big_ = alloc<float>(T_ * size_t(std::max(c_.qkv_dim(), 2 * I)));
     q_ = alloc<float>(T_ * c_.q_dim());
     attn_ = alloc<T>(T_ * c_.q_dim());
+    attn_f_ = alloc<float>(c_.q_dim());  // bucket 1's one row
     last_ = alloc<T>(S * D);
     logits_ = alloc<float>(S * size_t(c_.vocab_size));
     part_o_ = alloc<float>(S * c_.num_heads * size_t(n_splits_) * c_.head_dim);
@@ -541,7 +529,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   DeviceBuffer k_pool_, v_pool_;  // [layers, num_blocks + 1, block_size, kv_dim] each
   // Activations (fp32 residual stream, T GEMM inputs), rows = tokens of a step.
   float *h_ = nullptr, *big_ = nullptr, *q_ = nullptr, *logits_ = nullptr, *inv_freq_ = nullptr;
-  float *part_o_ = nullptr, *part_ml_ = nullptr;
+  float *part_o_ = nullptr, *part_ml_ = nullptr, *attn_f_ = nullptr;
   T *xn_ = nullptr, *attn_ = nullptr, *last_ = nullptr;
   // Step metadata (device) and its host staging.
   int32_t *d_tokens_ = nullptr, *d_pos_ = nullptr, *d_seq_ = nullptr, *d_dec_ = nullptr;

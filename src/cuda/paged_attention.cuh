@@ -85,10 +85,12 @@ void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_po
 // paged_decode_short_max_keys(head_dim) (128 at head_dim 128, 256 at 32/64):
 // a longer one is a device fault (trap), so the host picks this kernel only
 // when all rows of the launch fit. Graph-capturable: depends only on n_rows.
+// out [T, q_dim] in O = T, or O = float (what the single-stream o_proj GEMV
+// of bucket 1 reads).
 int paged_decode_short_max_keys(int head_dim);
-template <typename T>
+template <typename T, typename O>
 void paged_attention_decode_short(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                                  PagedMeta meta, const int32_t* rows, int n_rows, T* out,
+                                  PagedMeta meta, const int32_t* rows, int n_rows, O* out,
                                   cudaStream_t s);
 
 // Prefill / chunked prefill: tiles [n_tiles] of (first row, rows) of one

@@ -37,12 +37,13 @@ constexpr int short_max_keys() {
   return std::min(kShortKeysCap, kShortThreads / (HD / 8) * kShortPasses);
 }
 
-// Block (row i, query head). q [T, n_heads * HD] fp32 roped; out [T, n_heads * HD].
-template <typename T, int HD>
+// Block (row i, query head). q [T, n_heads * HD] fp32 roped; out [T, n_heads * HD]
+// in O (T, or fp32 for the single-stream GEMVs of bucket 1).
+template <typename T, typename O, int HD>
 __global__ void __launch_bounds__(kShortThreads)
     paged_decode_short_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
                               const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
-                              const int32_t* __restrict__ rows, T* __restrict__ out) {
+                              const int32_t* __restrict__ rows, O* __restrict__ out) {
   constexpr int TPK = HD / 8;              // threads per key row, 16 bytes each
   constexpr int KP = kShortThreads / TPK;  // key rows side by side
   constexpr int MAXK = short_max_keys<HD>();
@@ -137,20 +138,20 @@ __global__ void __launch_bounds__(kShortThreads)
     float o = 0.0f;
 #pragma unroll
     for (int w = 0; w < NW; ++w) o += red[w][d];
-    out[size_t(row) * q_dim + head * HD + d] = from_f32<T>(o * inv_l);
+    out[size_t(row) * q_dim + head * HD + d] = from_f32<O>(o * inv_l);
   }
 }
 
 // The one place where head_dim becomes a template argument.
-template <typename T, typename F>
+template <typename T, typename O, typename F>
 void with_short_head_dim(int head_dim, F&& f) {
   switch (head_dim) {
     case 32:
-      return f(paged_decode_short_kernel<T, 32>, short_max_keys<32>());
+      return f(paged_decode_short_kernel<T, O, 32>, short_max_keys<32>());
     case 64:
-      return f(paged_decode_short_kernel<T, 64>, short_max_keys<64>());
+      return f(paged_decode_short_kernel<T, O, 64>, short_max_keys<64>());
     case 128:
-      return f(paged_decode_short_kernel<T, 128>, short_max_keys<128>());
+      return f(paged_decode_short_kernel<T, O, 128>, short_max_keys<128>());
     default:
       break;
   }
@@ -161,28 +162,31 @@ void with_short_head_dim(int head_dim, F&& f) {
 
 int paged_decode_short_max_keys(int head_dim) {
   int keys = 0;
-  with_short_head_dim<half>(head_dim, [&](auto, int max_keys) { keys = max_keys; });
+  with_short_head_dim<half, half>(head_dim, [&](auto, int max_keys) { keys = max_keys; });
   return keys;
 }
 
-template <typename T>
+template <typename T, typename O>
 void paged_attention_decode_short(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                                  PagedMeta meta, const int32_t* rows, int n_rows, T* out,
+                                  PagedMeta meta, const int32_t* rows, int n_rows, O* out,
                                   cudaStream_t s) {
   HAYATE_CHECK(paged_shape_supported(sh.n_heads, sh.n_kv_heads, sh.head_dim),
                "paged short attention: unsupported shape (", sh.n_heads, " heads, ", sh.n_kv_heads,
                " kv heads, head_dim ", sh.head_dim, ")");
-  with_short_head_dim<T>(sh.head_dim, [&](auto kernel, int) {
+  with_short_head_dim<T, O>(sh.head_dim, [&](auto kernel, int) {
     launch({dim3(unsigned(n_rows), unsigned(sh.n_heads)), kShortThreads, 0, s}, kernel, q, k_pool,
            v_pool, sh, meta, rows, out);
   });
 }
 
-#define HAYATE_PAGED_SHORT_INSTANTIATE(T)                                                     \
-  template void paged_attention_decode_short<T>(const float*, const T*, const T*, PagedShape, \
-                                                PagedMeta, const int32_t*, int, T*, cudaStream_t);
-HAYATE_PAGED_SHORT_INSTANTIATE(half)
-HAYATE_PAGED_SHORT_INSTANTIATE(__nv_bfloat16)
+#define HAYATE_PAGED_SHORT_INSTANTIATE(T, O)                                                     \
+  template void paged_attention_decode_short<T, O>(const float*, const T*, const T*, PagedShape, \
+                                                   PagedMeta, const int32_t*, int, O*,           \
+                                                   cudaStream_t);
+HAYATE_PAGED_SHORT_INSTANTIATE(half, half)
+HAYATE_PAGED_SHORT_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
+HAYATE_PAGED_SHORT_INSTANTIATE(half, float)
+HAYATE_PAGED_SHORT_INSTANTIATE(__nv_bfloat16, float)
 #undef HAYATE_PAGED_SHORT_INSTANTIATE
 
 }  // namespace hayate::cuda

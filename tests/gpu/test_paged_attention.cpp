@@ -27,7 +27,7 @@ struct Case {
   int n_heads, n_kv_heads, head_dim, block_size;
   std::vector<int> lens;  // keys per sequence; one decode row each
   PagedDecodeTuning tune;
-  bool one_pass = false;  // paged_attention_decode_short instead of the split kernel
+  int one_pass = 0;  // paged_attention_decode_short instead of the split kernel: 1 out in T, 2 fp32
 };
 
 template <typename T>
@@ -70,7 +70,11 @@ void run_case(const Case& c) {
   Dev<T> out(size_t(S) * q_dim);  // poisoned
   const PagedShape sh{c.n_heads, c.n_kv_heads, hd, bs, max_blocks};
   const PagedMeta meta{dpos.get(), dseq.get(), dtables.get()};
-  if (c.one_pass)
+  Dev<float> out_f(c.one_pass == 2 ? size_t(S) * q_dim : 0);  // poisoned
+  if (c.one_pass == 2)
+    paged_attention_decode_short<T, float>(dq.get(), dk.get(), dv.get(), sh, meta, drows.get(), S,
+                                           out_f.get(), nullptr);
+  else if (c.one_pass == 1)
     paged_attention_decode_short<T>(dq.get(), dk.get(), dv.get(), sh, meta, drows.get(), S,
                                     out.get(), nullptr);
   else
@@ -78,7 +82,7 @@ void run_case(const Case& c) {
                                     n_splits, c.tune, part_o.get(), part_ml.get(), out.get(),
                                     nullptr);
   HAYATE_CUDA_CHECK(cudaGetLastError());
-  const std::vector<float> got = download_f(out);
+  const std::vector<float> got = c.one_pass == 2 ? out_f.download() : download_f(out);
 
   std::vector<float> ref(size_t(S) * q_dim);
   for (int s = 0; s < S; ++s) {
@@ -226,16 +230,18 @@ TEST(PagedAttention, DecodeShortOnePassVsCpu) {
   EXPECT_THROW(paged_decode_short_max_keys(96), Error);
   const std::vector<int> to128 = {1, 2, 7, 16, 17, 31, 64, 100, 127, 128};
   const std::vector<int> to256 = {1, 17, 128, 129, 200, 255, 256};
-  run_case<half>({32, 8, 128, 16, to128, {}, true});           // Llama-3-8B: group 4
-  run_case<__nv_bfloat16>({32, 8, 128, 16, to128, {}, true});  // same, bf16
-  run_case<half>({8, 2, 128, 7, to128, {}, true});             // odd block size
-  run_case<__nv_bfloat16>({16, 2, 128, 16, to128, {}, true});  // group 8
-  run_case<half>({4, 4, 64, 7, to256, {}, true});              // group 1, head_dim 64
-  run_case<half>({6, 2, 32, 16, to256, {}, true});             // group 3, head_dim 32
+  run_case<half>({32, 8, 128, 16, to128, {}, 1});           // Llama-3-8B: group 4
+  run_case<__nv_bfloat16>({32, 8, 128, 16, to128, {}, 1});  // same, bf16
+  run_case<half>({32, 8, 128, 16, to128, {}, 2});           // fp32 out (bucket 1's o_proj input)
+  run_case<__nv_bfloat16>({32, 8, 128, 16, {100}, {}, 2});  // one row, as bucket 1
+  run_case<half>({8, 2, 128, 7, to128, {}, 1});             // odd block size
+  run_case<__nv_bfloat16>({16, 2, 128, 16, to128, {}, 1});  // group 8
+  run_case<half>({4, 4, 64, 7, to256, {}, 1});              // group 1, head_dim 64
+  run_case<half>({6, 2, 32, 16, to256, {}, 1});             // group 3, head_dim 32
   std::vector<int> many(200);
   std::mt19937 rng(11);
   for (int& l : many) l = 1 + int(rng() % 128);
-  run_case<half>({32, 8, 128, 16, many, {}, true});  // a bucket-256-like launch
+  run_case<half>({32, 8, 128, 16, many, {}, 1});  // a bucket-256-like launch
 }
 
 }  // namespace
