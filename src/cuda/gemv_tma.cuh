@@ -4,7 +4,7 @@
 // holds 64 KB, and halving the grid to make room for the next kernel under
 // PDL halved that (run 8). Here one block per SM keeps a ring of S stages in
 // shared memory, each stage the R rows of one row group (G groups per stage),
-// filled by one thread with one `cp.async.bulk` per row (a row of W [rows, K]
+// filled by a producer warp with one `cp.async.bulk` per row (a row of W [rows, K]
 // is K * sizeof(T) contiguous bytes: 8 KB at K = 4096) that completes on the
 // stage's mbarrier. All S stages are in flight while the block consumes one,
 // without registers: K = 4096, R = 2, S = 6 is 96 KB per SM.
@@ -102,13 +102,18 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
 }
 
 constexpr int kTmaMaxStages = 16;
+// 8 consumer warps (kGemvThreads) and one producer warp that only issues the
+// bulk copies (run 10b: with thread 0 of a consumer warp issuing, that warp
+// waited for the slowest warp's release and paid the issue on every tile, and
+// 16 KB tiles ran consumer-bound: lm_head 262 us against 236 at 32 KB).
+constexpr int kTmaThreads = kGemvThreads + 32;
 
 // R rows per group, G groups per stage, S stages, NC chunks per thread and row
 // at most (K <= NC * 8 * 256 / G). trigger_at_entry: let the next kernel launch
 // as soon as our first stages are issued (else: once the block has issued its
 // last stage, i.e. when it only drains).
 template <typename T, int R, int G, int S, int NC, bool kNorm, typename Epi>
-__global__ void __launch_bounds__(kGemvThreads, 2)
+__global__ void __launch_bounds__(kTmaThreads, 2)
     gemv_tma_kernel(const T* __restrict__ W,  // [rows, K]
                     int K, int groups, GemvInput<T> in, Epi epi, bool trigger_at_entry) {
   static_assert(S >= 2 && S <= kTmaMaxStages && kGemvThreads % (32 * G) == 0 && G <= 32);
@@ -134,7 +139,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2)
   // Tiles (G consecutive row groups) of this block: blockIdx.x + j * gridDim.x.
   const int nloc = blockIdx.x < ntiles ? (ntiles - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
 
-  auto issue = [&](int j) {  // thread 0 only
+  auto issue = [&](int j) {  // producer lane 0 only
     const int tile = blockIdx.x + j * gridDim.x, buf = j % S;
     const uint32_t bar = smem_u32(&full[buf]);
     const int ng = min(G, groups - tile * G);
@@ -146,7 +151,8 @@ __global__ void __launch_bounds__(kGemvThreads, 2)
                  W + size_t(epi.row(tile * G + s, r)) * K, row_bytes, bar);
   };
 
-  if (tid == 0) {
+  const bool producer = warp == kWarps;
+  if (producer && lane == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(smem_u32(&full[s]), 1);
       mbar_init(smem_u32(&empty[s]), kWarps);
@@ -166,7 +172,7 @@ __global__ void __launch_bounds__(kGemvThreads, 2)
 #pragma unroll
   for (int j = 0; j < NC; ++j) {
     const int c = t + j * kGroupThreads;
-    if (c < nchunks) {
+    if (!producer && c < nchunks) {
       const float4 a = reinterpret_cast<const float4*>(in.x)[2 * c];
       const float4 b = reinterpret_cast<const float4*>(in.x)[2 * c + 1];
       float n[8] = {1, 1, 1, 1, 1, 1, 1, 1};
@@ -185,24 +191,40 @@ __global__ void __launch_bounds__(kGemvThreads, 2)
     }
   }
   float rstd = 1.0f;
-  if constexpr (kNorm) rstd = block_rstd(ss, K, in.eps);
+  if constexpr (kNorm) {  // all 9 warps (the producer adds 0)
+    __shared__ float red[kWarps + 1];
+    ss = warp_sum(ss);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i <= kWarps; ++i) ss += red[i];
+    rstd = rsqrtf(ss / float(K) + in.eps);
+  }
+
+  if (producer) {
+    // Refill each stage as soon as every consumer warp has released it.
+    if (lane == 0)
+      for (int j = S; j < nloc; ++j) {
+        mbar_wait(smem_u32(&empty[(j - S) % S]), uint32_t((j - S) / S) & 1u);
+        issue(j);
+      }
+    __syncwarp();
+    if (!trigger_at_entry && nloc > S) griddep_launch();  // our last stage is issued
+    return;
+  }
 
   // No block-wide barrier per tile (run 10a: with one, every tile waited on
   // the thread doing the epilogue: QKV's RoPE, the residual's h, SiLU, 3-10
   // us per launch). Warps release a stage through `empty` and publish their
   // partial sums through `done`; tile j's epilogue is done by warp j % 8 (its
   // lanes < G, one group each), so one warp lags at a time while the others
-  // run ahead on stages already in the ring. Thread 0 refills the stage of
-  // tile j - 1 at the top of tile j.
+  // run ahead on stages already in the ring.
   using Pre = typename Epi::Pre;
   for (int j = 0; j < nloc; ++j) {
     const int buf = j % S, tile = blockIdx.x + j * gridDim.x;
     const bool epi_warp = warp == j % kWarps;
-    if (tid == 0 && j >= 1 && j - 1 + S < nloc) {
-      mbar_wait(smem_u32(&empty[(j - 1) % S]), uint32_t((j - 1) / S) & 1u);
-      issue(j - 1 + S);
-    }
-    if (!trigger_at_entry && nloc > S && j == nloc - S) griddep_launch();  // our last stage is issued
+    if (!trigger_at_entry && nloc > S && j == nloc - S) griddep_launch();  // last stage issued by now
     // The epilogue's global reads (h, RoPE's position) start under the dot products.
     Pre pre{};
     if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
@@ -269,7 +291,7 @@ void launch_gemv_tma(const T* W, int groups, int K, GemvInput<T> in, Epi epi, cu
   HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const unsigned tiles = ceil_div(groups, G);
   const unsigned blocks = std::min<unsigned>(tiles, unsigned(sms * std::max(blocks_per_sm, 1)));
-  launch({blocks, kGemvThreads, smem, s, pdl}, kernel, W, K, groups, in, epi, trigger_at_entry);
+  launch({blocks, kTmaThreads, smem, s, pdl}, kernel, W, K, groups, in, epi, trigger_at_entry);
 }
 
 }  // namespace hayate::cuda
