@@ -66,10 +66,11 @@ constexpr cudaDataType_t cublas_type<__nv_bfloat16>() {
 constexpr size_t kCublasWorkspace = size_t(32) << 20;  // fixed, so GEMMs can be graph-captured
 constexpr int kMaxSplits = 32;                         // decode: partitions of the KV length
 // Buckets of up to this many rows get a second graph with the one-pass
-// short-context attention: there a step is latency-bound and the split
-// kernel's chunk-by-chunk walk costs ~8 us per layer at one row (bench/kernels
-// NOTES.md "Run 8" for the single-stream twin). Larger buckets keep one graph:
-// their contexts are rarely all short, and each extra graph is start-up time.
+// short-context attention (paged_attn_lab on the H200, per layer: 1 row x 128
+// keys 12.9 us vs 17.2 split, 8 x 100 13.0 vs 17.4). Larger buckets keep one
+// graph: there the one pass lost (64 x 100 52 vs 24 us, 256 x 100 178 vs 68:
+// every query head re-reads its kv head's rows), and each graph is start-up
+// time (the four short graphs: ~30 ms of ~1.3 s at max_num_seqs 256).
 constexpr int kShortGraphMaxRows = 8;
 
 // The test hook behind cuda_batch_last_logits().
