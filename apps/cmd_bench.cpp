@@ -44,12 +44,13 @@ struct BenchArgs {
   // --mode serve: a client against any OpenAI-compatible endpoint.
   bench::ServeBenchOptions serve;
   std::string request_rate = "inf";
+  bool engine_knobs_given = false;  // --max-num-seqs or --max-num-batched-tokens on the line
 };
 
 // --mode throughput: many requests through the continuous-batching engine.
 void run_throughput_mode(const BenchArgs& a) {
   bench::ThroughputOptions t = a.throughput;
-  if (!a.preset.empty()) bench::apply_throughput_preset(a.preset, t);
+  if (!a.preset.empty()) bench::apply_throughput_preset(a.preset, t, a.engine_knobs_given);
   const std::string backend_name = resolve_backend(a.model);
   const std::string spec = resolve_model(a.model, backend_name);
   Model model = load_model(spec, a.model.seed, assets_dir());
@@ -244,9 +245,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--output-len", t.output_len, "throughput/serve: new tokens per request");
   cmd->add_option("--concurrency", t.concurrency, "throughput: most requests in flight (0: all)");
   cmd->add_option("--dataset", t.dataset, "throughput: prompt file instead of random ids");
-  cmd->add_option("--max-num-seqs", t.max_num_seqs, "throughput: sequences per engine step");
-  cmd->add_option("--max-num-batched-tokens", t.max_num_batched_tokens,
-                  "throughput: tokens per engine step");
+  auto* seqs = cmd->add_option("--max-num-seqs", t.max_num_seqs,
+                               "throughput: sequences per engine step (max-load-128: 1024)")
+                   ->capture_default_str();
+  auto* step_tokens = cmd->add_option("--max-num-batched-tokens", t.max_num_batched_tokens,
+                                      "throughput: tokens per engine step (max-load-128: 16384)")
+                          ->capture_default_str();
   cmd->add_option("--gpu-memory-fraction", a->gpu_memory_fraction,
                   "throughput on cuda: share of GPU memory for weights + KV pool");
   cmd->add_option("--endpoint", a->serve.endpoint, "serve: http://HOST:PORT/v1");
@@ -255,7 +259,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--api-key", a->serve.api_key, "serve: bearer token");
   cmd->add_option("--label", a->serve.label, "serve: what the endpoint runs (hayate, vllm, ...)");
   cmd->add_option("--served-model", a->serve.model, "serve: model name (default: the first)");
-  cmd->callback([a] {
+  cmd->callback([a, seqs, step_tokens] {
+    // A preset's engine knobs give way to both given on the command line.
+    a->engine_knobs_given = seqs->count() > 0 || step_tokens->count() > 0;
     // --num-prompts/--input-len/--output-len serve both offline modes.
     a->serve.num_prompts = a->throughput.num_prompts;
     a->serve.input_len = a->throughput.input_len;

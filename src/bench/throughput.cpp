@@ -32,13 +32,14 @@ const std::vector<ThroughputPreset>& throughput_presets() {
     for (int len : {128, 1024})
       for (int batch : {1, 16, 32, 64})
         p.push_back({cat("llmib-", len, "-b", batch), 4 * batch, len, len, batch});
-    p.push_back({"max-load-128", 1024, 128, 128, 0});
+    p.push_back({"max-load-128", 1024, 128, 128, 0, 1024, 16384});
     return p;
   }();
   return presets;
 }
 
-void apply_throughput_preset(const std::string& name, ThroughputOptions& opt) {
+void apply_throughput_preset(const std::string& name, ThroughputOptions& opt,
+                             bool keep_engine_knobs) {
   std::string known;
   for (const ThroughputPreset& p : throughput_presets()) {
     if (p.name == name) {
@@ -47,6 +48,9 @@ void apply_throughput_preset(const std::string& name, ThroughputOptions& opt) {
       opt.input_len = p.input_len;
       opt.output_len = p.output_len;
       opt.concurrency = p.concurrency;
+      if (!keep_engine_knobs && p.max_num_seqs > 0) opt.max_num_seqs = p.max_num_seqs;
+      if (!keep_engine_knobs && p.max_num_batched_tokens > 0)
+        opt.max_num_batched_tokens = p.max_num_batched_tokens;
       return;
     }
     known += cat(known.empty() ? "" : ", ", p.name);

@@ -72,6 +72,20 @@ TEST_F(EngineTest, ThroughputPresetsAndBadOptions) {
   EXPECT_EQ(o.concurrency, 64);
   EXPECT_EQ(o.num_prompts, 256);
   EXPECT_EQ(bench::throughput_presets().size(), 9u);
+  // Only max-load-128 sets engine knobs, and not over ones the user gave.
+  EXPECT_EQ(o.max_num_seqs, ThroughputOptions{}.max_num_seqs);
+  bench::apply_throughput_preset("max-load-128", o);
+  EXPECT_EQ(o.num_prompts, 1024);
+  EXPECT_EQ(o.concurrency, 0);
+  EXPECT_EQ(o.max_num_seqs, 1024);
+  EXPECT_EQ(o.max_num_batched_tokens, 16384);
+  ThroughputOptions given;
+  given.max_num_seqs = 32;
+  given.max_num_batched_tokens = 512;
+  bench::apply_throughput_preset("max-load-128", given, /*keep_engine_knobs=*/true);
+  EXPECT_EQ(given.num_prompts, 1024);
+  EXPECT_EQ(given.max_num_seqs, 32);
+  EXPECT_EQ(given.max_num_batched_tokens, 512);
   EXPECT_THROW(bench::apply_throughput_preset("nope", o), Error);
   auto backend = paged(8);
   ThroughputOptions bad = small_options(0);
