@@ -90,10 +90,12 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 }
 // bytes (multiple of 16, both addresses 16-byte aligned) from global to shared,
 // completing on bar.
-__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes,
+                                         uint32_t bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(dst),
       "l"(src), "r"(bytes), "r"(bar)
       : "memory");
 #else
@@ -126,9 +128,9 @@ __global__ void __launch_bounds__(kTmaThreads, 2)
   // before it goes on to release tile j - S.
   constexpr int P = 2 * S;
   extern __shared__ __align__(128) unsigned char ring[];  // [S][G * R][K] of T
-  __shared__ __align__(8) uint64_t full[S];   // stage landed (1 arrival + bytes)
-  __shared__ __align__(8) uint64_t empty[S];  // stage read by every warp
-  __shared__ __align__(8) uint64_t done[P];   // tile's partial sums written by every warp
+  __shared__ __align__(8) uint64_t full[S];               // stage landed (1 arrival + bytes)
+  __shared__ __align__(8) uint64_t empty[S];              // stage read by every warp
+  __shared__ __align__(8) uint64_t done[P];  // tile's partial sums written by every warp
   __shared__ float part[P][kWarps][R];
 
   const int tid = threadIdx.x, t = tid % kGroupThreads, slot = tid / kGroupThreads;
@@ -224,7 +226,8 @@ __global__ void __launch_bounds__(kTmaThreads, 2)
   for (int j = 0; j < nloc; ++j) {
     const int buf = j % S, tile = blockIdx.x + j * gridDim.x;
     const bool epi_warp = warp == j % kWarps;
-    if (!trigger_at_entry && nloc > S && j == nloc - S) griddep_launch();  // last stage issued by now
+    if (!trigger_at_entry && nloc > S && j == nloc - S)
+      griddep_launch();  // last stage issued by now
     // The epilogue's global reads (h, RoPE's position) start under the dot products.
     Pre pre{};
     if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
@@ -263,7 +266,8 @@ __global__ void __launch_bounds__(kTmaThreads, 2)
         for (int r = 0; r < R; ++r) {
           sum[r] = 0.0f;
 #pragma unroll
-          for (int i = 0; i < kWarpsPerGroup; ++i) sum[r] += part[j % P][lane * kWarpsPerGroup + i][r];
+          for (int i = 0; i < kWarpsPerGroup; ++i)
+            sum[r] += part[j % P][lane * kWarpsPerGroup + i][r];
           sum[r] *= rstd;
         }
         epi.store(g, sum, pre);
@@ -280,12 +284,13 @@ size_t gemv_tma_smem(int K) {
 
 // One block per SM (blocks_per_sm, if > 0, allows more), at most one per tile.
 template <typename T, int R, int G, int S, int NC, bool kNorm, typename Epi>
-void launch_gemv_tma(const T* W, int groups, int K, GemvInput<T> in, Epi epi, cudaStream_t s, bool pdl,
-                     bool trigger_at_entry, int blocks_per_sm = 1) {
+void launch_gemv_tma(const T* W, int groups, int K, GemvInput<T> in, Epi epi, cudaStream_t s,
+                     bool pdl, bool trigger_at_entry, int blocks_per_sm = 1) {
   auto kernel = gemv_tma_kernel<T, R, G, S, NC, kNorm, Epi>;
   const size_t smem = gemv_tma_smem<T, R, G, S>(K);
   if (smem > 48 * 1024)
-    HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    HAYATE_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int device = 0, sms = 0;
   HAYATE_CUDA_CHECK(cudaGetDevice(&device));
   HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));

@@ -55,7 +55,8 @@ TYPED_TEST(GemvTmaTest, PlainNormedAndResidual) {
     cpu::matmul(W.data(), xn.data(), ref_n.data(), 1, rows, K);
     cpu::add(ref_h.data(), ref.data(), rows);
     for (auto [tma, pdl] : kModes) {
-      SCOPED_TRACE(::testing::Message() << "rows " << rows << " K " << K << " tma " << tma << " pdl " << pdl);
+      SCOPED_TRACE(::testing::Message()
+                   << "rows " << rows << " K " << K << " tma " << tma << " pdl " << pdl);
       const GemvLaunch l{nullptr, pdl, 0, true, tma};
       dy.poison();
       gemv<T>(dW.get(), rows, K, dx.get(), nullptr, 0.0f, dy.get(), l);
@@ -85,7 +86,8 @@ TYPED_TEST(GemvTmaTest, GateUpSilu) {
     cpu::matmul(W.data(), xn.data(), gu.data(), 1, 2 * inter, K);
     cpu::silu_mul(gu.data(), ref.data(), 1, inter);
     for (auto [tma, pdl] : kModes) {
-      SCOPED_TRACE(::testing::Message() << "inter " << inter << " K " << K << " tma " << tma << " pdl " << pdl);
+      SCOPED_TRACE(::testing::Message()
+                   << "inter " << inter << " K " << K << " tma " << tma << " pdl " << pdl);
       dact.poison();
       gemv_gate_up<T>(dW.get(), inter, K, dh.get(), dnw.get(), 1e-5f, dact.get(),
                       GemvLaunch{nullptr, pdl, 0, true, tma});
@@ -109,7 +111,7 @@ TYPED_TEST(GemvTmaTest, QkvRopeAndKvAppend) {
   std::vector<float> xn(K), qkv(rows);
   cpu::rmsnorm(h.data(), nw.data(), xn.data(), 1, K, 1e-5f);
   cpu::matmul(W.data(), xn.data(), qkv.data(), 1, rows, K);
-  cpu::rope(qkv.data(), 1, H + Hkv, d, pos, inv.data());  // q heads then k heads: same rotation
+  cpu::rope(qkv.data(), 1, H + Hkv, d, pos, inv.data());     // q heads then k heads: same rotation
   const float rt = std::is_same_v<T, half> ? 1e-3f : 8e-3f;  // the cache rounds to T
   Dev<T> dW = dev_t<T>(W), dnw = dev_t<T>(nw);
   Dev<float> dh(h), dinv(inv);
@@ -120,13 +122,16 @@ TYPED_TEST(GemvTmaTest, QkvRopeAndKvAppend) {
     Dev<float> dq(q_dim);
     gemv_qkv_rope<T>(dW.get(), {H, Hkv, d}, K, dh.get(), dnw.get(), 1e-5f, dinv.get(), dpos.get(),
                      dq.get(), kc.get(), vc.get(), GemvLaunch{nullptr, pdl, 0, true, tma});
-    expect_close(dq.download(), std::vector<float>(qkv.begin(), qkv.begin() + q_dim), kAtol, kRtol, "q");
+    expect_close(dq.download(), std::vector<float>(qkv.begin(), qkv.begin() + q_dim), kAtol, kRtol,
+                 "q");
     auto k = download_f(kc), v = download_f(vc);
     expect_close(std::vector<float>(k.begin() + pos * kv_dim, k.begin() + (pos + 1) * kv_dim),
-                 std::vector<float>(qkv.begin() + q_dim, qkv.begin() + q_dim + kv_dim), 1e-4f, rt, "k row");
+                 std::vector<float>(qkv.begin() + q_dim, qkv.begin() + q_dim + kv_dim), 1e-4f, rt,
+                 "k row");
     expect_close(std::vector<float>(v.begin() + pos * kv_dim, v.begin() + (pos + 1) * kv_dim),
                  std::vector<float>(qkv.begin() + q_dim + kv_dim, qkv.end()), 1e-4f, rt, "v row");
-    for (int i = 0; i < kv_dim; ++i) ASSERT_TRUE(std::isnan(k[(pos - 1) * kv_dim + i])) << "wrote outside row pos";
+    for (int i = 0; i < kv_dim; ++i)
+      ASSERT_TRUE(std::isnan(k[(pos - 1) * kv_dim + i])) << "wrote outside row pos";
   }
 }
 
