@@ -70,7 +70,12 @@ void run_throughput_mode(const BenchArgs& a) {
   bench::ThroughputResult r = bench::run_throughput(*backend, tok.get(), t, &std::cerr);
   r.engine_version = bench::hayate_version();
   r.commit = a.commit.empty() ? bench::build_commit() : a.commit;
-  r.system.device = backend_name;
+  const DeviceInfo di = backend->device_info();
+  r.system.device = di.name;
+  r.system.driver = di.driver_version;
+  r.system.cuda = di.cuda_runtime;
+  r.system.sm_count = di.sm_count;
+  r.system.memory_gb = di.memory_gb;
   r.system.host = bench::host_name();
   r.model.spec = spec;
   r.model.dtype = backend_name == "cpu" ? "float32" : std::string(dtype_name(bo.dtype));

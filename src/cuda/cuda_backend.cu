@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "core/check.h"
 #include "cuda/buffer.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/device_info.h"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 #include "cuda/weights.h"
@@ -66,18 +66,6 @@ class CudaTimer final : public RegionTimer {
   cudaEvent_t a_, b_;
 };
 
-std::string nvidia_driver_version() {
-  std::ifstream f("/proc/driver/nvidia/version");
-  std::string word, prev;
-  while (f >> word) {
-    if (prev == "Module" && !word.empty() && std::isdigit(static_cast<unsigned char>(word[0]))) return word;
-    if (word == "Module") prev = word;
-  }
-  int v = 0;
-  cudaDriverGetVersion(&v);
-  return cat("cuda driver api ", v / 1000, ".", (v % 1000) / 10);
-}
-
 template <typename T>
 class CudaBackend final : public Backend {
  public:
@@ -90,6 +78,7 @@ class CudaBackend final : public Backend {
                  "hidden, intermediate and q dims must be multiples of 8");
     HAYATE_CUDA_CHECK(cudaSetDevice(opt.device));
     HAYATE_CUDA_CHECK(cudaGetDeviceProperties(&prop_, opt.device));
+    device_ = opt.device;
     check_memory(model);
     HAYATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     HAYATE_CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -154,17 +143,7 @@ class CudaBackend final : public Backend {
   double weight_bytes_per_token() const override { return w_.streamed_bytes; }
   std::unique_ptr<RegionTimer> make_timer() override { return std::make_unique<CudaTimer>(s_); }
 
-  DeviceInfo device_info() const override {
-    DeviceInfo d;
-    d.name = prop_.name;
-    d.driver_version = nvidia_driver_version();
-    int rt = 0;
-    cudaRuntimeGetVersion(&rt);
-    d.cuda_runtime = cat(rt / 1000, ".", (rt % 1000) / 10);
-    d.sm_count = prop_.multiProcessorCount;
-    d.memory_gb = double(prop_.totalGlobalMem) / 1e9;
-    return d;
-  }
+  DeviceInfo device_info() const override { return cuda::device_info(device_); }
 
   double measure_read_bandwidth_gbs() override;
 
@@ -334,6 +313,7 @@ class CudaBackend final : public Backend {
   CudaTuning tuning_;
   int max_ctx_ = 0;
   cudaDeviceProp prop_{};
+  int device_ = 0;
   cudaStream_t s_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceWeights<T> w_;

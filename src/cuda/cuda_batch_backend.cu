@@ -30,6 +30,7 @@
 #include "cuda/batch_graphs.h"
 #include "cuda/buffer.h"
 #include "cuda/cuda_batch_backend.h"
+#include "cuda/device_info.h"
 #include "cuda/gemv_batched.h"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
@@ -117,6 +118,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                  "HAYATE_BATCH_SAMPLER must be auto, batched or rows, got '", sampler_, "'");
 
     HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
+    device_ = o.device;
     HAYATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     HAYATE_CUBLAS_CHECK_B(cublasCreate(&cublas_));
     HAYATE_CUBLAS_CHECK_B(cublasSetStream(cublas_, s_));
@@ -142,6 +144,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int num_blocks() const override { return num_blocks_; }
   int block_size() const override { return block_size_; }
   int max_model_len() const override { return max_model_len_; }
+  DeviceInfo device_info() const override { return cuda::device_info(device_); }
 
   void last_logits_row(int j, std::span<float> out) override {
     HAYATE_CHECK(j >= 0 && size_t(j) < last_slot_.size(), "last_logits_row: ", j,
@@ -518,6 +521,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   }
 
   ModelConfig c_;
+  int device_ = 0;
   int max_model_len_ = 0, block_size_ = 0, num_blocks_ = 0, max_seqs_ = 0, max_tokens_ = 0;
   int max_blocks_ = 0, n_splits_ = 1, part_ = 0;
   int short_keys_ = 0;  // decode contexts up to this many keys: one-pass attention

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "engine/backend.h"
 #include "engine/sampling.h"
 #include "model/config.h"
 
@@ -70,6 +71,9 @@ class BatchBackend {
   // max_model_len); after a throw the blocks of this batch's sequences may
   // hold garbage, which the engine handles by failing those sequences.
   virtual void step(const Batch& batch, std::span<int32_t> sampled) = 0;
+
+  // The device it runs on (the CPU default leaves the GPU fields empty).
+  virtual DeviceInfo device_info() const { return {}; }
 
   // The fp32 logits [vocab] of the j-th sampling sequence (in batch order) of
   // the last step(), for sampling that runs on the host (penalties, logprobs).
