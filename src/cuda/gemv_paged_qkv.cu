@@ -27,22 +27,19 @@ struct PagedQkvRopeEpi {
   const int32_t* block_table;  // [max_blocks] of the row's sequence
   const float* inv_freq;       // [d / 2]
   int half_dim, n_heads, n_kv_heads, block_size;
-  struct Pre {
-    int pos, slot;  // position (RoPE angle) and pool row (block * block_size + offset)
-    float inv_freq;
-  };
+  // Inputs are read in store(), after the reduction (NOTES.md run 8b: reading
+  // them at round start cost ~1 us per launch on the single-stream twin).
+  using Pre = NoPre;
   __device__ int row(int g, int r) const {
     const int head = g / half_dim, i = g % half_dim;
     return head * 2 * half_dim + i + r * half_dim;
   }
-  __device__ Pre prepare(int g) const {
-    const int p = *tok_pos;
-    return {p, block_table[p / block_size] * block_size + p % block_size, inv_freq[g % half_dim]};
-  }
-  __device__ void store(int g, const float (&acc)[2], const Pre& pre) const {
+  __device__ Pre prepare(int) const { return {}; }
+  __device__ void store(int g, const float (&acc)[2], const Pre&) const {
     const int head = g / half_dim, i = g % half_dim, d = 2 * half_dim;
+    const int p = *tok_pos;
     float a = acc[0], b = acc[1];
-    if (head < n_heads + n_kv_heads) rope_rotate(a, b, pre.pos, pre.inv_freq);
+    if (head < n_heads + n_kv_heads) rope_rotate(a, b, p, inv_freq[i]);
     if (head < n_heads) {
       q[head * d + i] = a;
       q[head * d + i + half_dim] = b;
@@ -50,7 +47,8 @@ struct PagedQkvRopeEpi {
     }
     const int kv_dim = n_kv_heads * d;
     const bool is_k = head < n_heads + n_kv_heads;
-    T* dst = (is_k ? k_pool : v_pool) + size_t(pre.slot) * kv_dim +
+    const int slot = block_table[p / block_size] * block_size + p % block_size;  // pool row
+    T* dst = (is_k ? k_pool : v_pool) + size_t(slot) * kv_dim +
              (head - n_heads - (is_k ? 0 : n_kv_heads)) * d;
     dst[i] = from_f32<T>(a);
     dst[i + half_dim] = from_f32<T>(b);
@@ -73,10 +71,12 @@ void gemv_qkv_rope_paged(const T* W, PagedQkvShape sh, int K, const float* h, co
   const int groups = (sh.n_heads + 2 * sh.n_kv_heads) * half;
   const PagedQkvRopeEpi<T> epi{q,        k_pool, v_pool,     tok_pos,       block_table,
                                inv_freq, half,   sh.n_heads, sh.n_kv_heads, sh.block_size};
-  // The single-stream QKV variant (gemv.cu): row pairs, 4 loads in flight,
-  // K over all 8 warps; one wave of blocks.
+  // The single-stream QKV variant (gemv.cu): row pairs, K over all 8 warps,
+  // one wave of blocks; two rounds of 2 loads in flight where K fits them
+  // (gemv2_kernel, K <= 4096), else one round of 4.
   constexpr int kSplit = 8, kGroupsPerBlock = kGemvThreads / (32 * kSplit);
-  auto kernel = gemv_kernel<T, 2, 4, kSplit, true, PagedQkvRopeEpi<T>>;
+  auto kernel = K <= 2 * 8 * 32 * kSplit ? gemv2_kernel<T, 2, 2, kSplit, true, PagedQkvRopeEpi<T>>
+                                         : gemv_kernel<T, 2, 4, kSplit, true, PagedQkvRopeEpi<T>>;
   const size_t smem = size_t(K) * sizeof(float);
   if (smem > 48 * 1024)
     HAYATE_CUDA_CHECK(
