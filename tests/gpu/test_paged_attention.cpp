@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -161,8 +162,11 @@ void run_prefill(int n_heads, int n_kv_heads, int hd, int bs, const std::vector<
                    ref.data() + size_t(row0) * q_dim, n, len - n, n_heads, n_kv_heads, hd);
     row0 += n;
   }
-  // P is rounded to T before P V on tensor cores: a little looser than decode.
-  expect_close(got, ref, 4e-3f, 2e-2f, "paged prefill attention");
+  // Q and P are rounded to T for the tensor cores: looser than decode. bf16's
+  // unit roundoff is 8x fp16's; at the fp16 bound, 1 element in 342,016 of a
+  // bf16 case once missed by 1 % (H200, seed 8879287895093990820): 3x for bf16.
+  const float loose = std::is_same_v<T, __nv_bfloat16> ? 3.0f : 1.0f;
+  expect_close(got, ref, 4e-3f * loose, 2e-2f * loose, "paged prefill attention");
 }
 
 TEST(PagedAttention, PrefillChunksVsCpu) {
