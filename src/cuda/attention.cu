@@ -11,6 +11,7 @@
 #include <cfloat>
 
 #include "core/check.h"
+#include "cuda/attention_short.cuh"
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
@@ -208,21 +209,12 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
 
 // ---- decode at short context: one pass, no split -----------------------------------
 // One block per query head; the block's threads cover every key row at once
-// (TPK threads per row, KP rows side by side, kShortPasses rows per thread), so
-// all K and V loads of the step are in flight together and there is no
-// second-split combine. At context ~128 the split kernel above spends its time
-// in serial phases (q staging, tile loop, partial write, counter, combine);
-// here the chain is: loads -> scores -> one barrier -> softmax (each warp
-// redundantly) -> P.V -> one barrier -> output.
-constexpr int kShortThreads = 256;
-constexpr int kShortPasses = 8;     // key rows per thread, for K and again for V
-constexpr int kShortKeysCap = 256;  // bounds the score array and the softmax loop
-
-template <int HD>
-constexpr int short_max_keys() {
-  return std::min(kShortKeysCap, kShortThreads / (HD / 8) * kShortPasses);
-}
-
+// (attention_short.cuh: TPK threads per row, KP rows side by side, kShortPasses
+// rows per thread), so all K and V loads of the step are in flight together and
+// there is no second-split combine. At context ~128 the split kernel above
+// spends its time in serial phases (q staging, tile loop, partial write,
+// counter, combine); here the chain is: loads -> scores -> one barrier ->
+// softmax (each warp redundantly) -> P.V -> one barrier -> output.
 template <typename T, int HD>
 __global__ void __launch_bounds__(kShortThreads)
 attention_short_kernel(const float* __restrict__ q,  // [n_heads * HD]
@@ -230,22 +222,13 @@ attention_short_kernel(const float* __restrict__ q,  // [n_heads * HD]
                        const T* __restrict__ vc,
                        AttnShape sh, const int32_t* __restrict__ pos, int rows,
                        float* __restrict__ out) {    // [n_heads * HD]
-  constexpr int TPK = HD / 8;                        // threads per key row, 16 bytes each
-  constexpr int KP = kShortThreads / TPK;            // key rows side by side
-  constexpr int MAXK = short_max_keys<HD>();
-  constexpr int P = MAXK / KP;                       // passes (rows per thread)
-  constexpr int NW = kShortThreads / 32;
-  static_assert(TPK <= 32 && 32 % TPK == 0 && P * KP == MAXK);
-  __shared__ float sc[MAXK];      // scaled scores
-  __shared__ float red[NW][HD];   // per-warp partial outputs
-
+  using L = ShortLayout<HD>;
+  constexpr int KP = L::KP, P = L::P, MAXK = L::MAXK;
   const int head = blockIdx.x, kvh = head / (sh.n_heads / sh.n_kv_heads);
   const int kv_dim = sh.n_kv_heads * HD;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int c = tid % TPK, kj = tid / TPK;  // 8-element chunk of the row, key lane
+  const int c = L::chunk(), kj = L::key_lane();
   const size_t col = size_t(kvh) * HD + c * 8;
   griddep_launch();
-
   // Every cached row below min(MAXK, rows) is loaded before the position is
   // known (rows past it are never used), so no dependent read of *pos comes
   // first. Rows before the position were written by earlier steps; the row at
@@ -279,61 +262,7 @@ attention_short_kernel(const float* __restrict__ q,  // [n_heads * HD]
     qf[4] = b.x * scale, qf[5] = b.y * scale, qf[6] = b.z * scale, qf[7] = b.w * scale;
   }
 
-  // Scores: the TPK threads of a row reduce by shuffles. `p * KP < keys` is the
-  // same for the whole block, so whole warps leave the loop together.
-#pragma unroll
-  for (int p = 0; p < P; ++p) {
-    if (p * KP >= keys) break;
-    const int j = p * KP + kj;
-    float f[8];
-    unpack8<T>(kr[p], f);
-    float s = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s += f[e] * qf[e];
-#pragma unroll
-    for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (c == 0 && j < keys) sc[j] = s;
-  }
-  __syncthreads();  // all scores
-
-  // Softmax statistics: every warp computes them itself (no second barrier).
-  float m = -FLT_MAX;
-  for (int j = lane; j < keys; j += 32) m = fmaxf(m, sc[j]);
-  m = warp_max(m);
-  float l = 0.0f;
-  for (int j = lane; j < keys; j += 32) l += __expf(sc[j] - m);
-  l = warp_sum(l);
-
-  float acc[8] = {};
-#pragma unroll
-  for (int p = 0; p < P; ++p) {
-    if (p * KP >= keys) break;
-    const int j = p * KP + kj;
-    if (j < keys) {
-      const float pr = __expf(sc[j] - m);
-      float f[8];
-      unpack8<T>(vr[p], f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] += pr * f[e];
-    }
-  }
-  // Sum over the key lanes: first the 32 / TPK lanes of a warp that share a
-  // chunk, then the warps through shared memory.
-#pragma unroll
-  for (int o = TPK; o < 32; o <<= 1)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-  if (lane < TPK)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) red[warp][c * 8 + e] = acc[e];
-  __syncthreads();  // all warps' partial outputs
-  const float inv_l = 1.0f / l;
-  for (int d = tid; d < HD; d += kShortThreads) {
-    float o = 0.0f;
-#pragma unroll
-    for (int w = 0; w < NW; ++w) o += red[w][d];
-    out[size_t(head) * HD + d] = o * inv_l;
-  }
+  short_attend<T, HD>(kr, vr, qf, keys, [&](int d, float o) { out[size_t(head) * HD + d] = o; });
 }
 
 template <typename T, typename F>

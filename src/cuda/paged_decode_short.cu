@@ -16,9 +16,9 @@
 // 32 blocks for Llama-3-8B instead of 8, and the G query heads of a kv head
 // read the same K/V rows, which the second to fourth reader finds in L2.
 #include <algorithm>
-#include <cfloat>
 
 #include "core/check.h"
+#include "cuda/attention_short.cuh"
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/paged_attention.cuh"
@@ -28,15 +28,6 @@ namespace hayate::cuda {
 
 namespace {
 
-constexpr int kShortThreads = 256;
-constexpr int kShortPasses = 8;     // key rows per thread, for K and again for V
-constexpr int kShortKeysCap = 256;  // bounds the score array and the softmax loop
-
-template <int HD>
-constexpr int short_max_keys() {
-  return std::min(kShortKeysCap, kShortThreads / (HD / 8) * kShortPasses);
-}
-
 // Block (row i, query head). q [T, n_heads * HD] fp32 roped; out [T, n_heads * HD]
 // in O (T, or fp32 for the single-stream GEMVs of bucket 1).
 template <typename T, typename O, int HD>
@@ -44,20 +35,12 @@ __global__ void __launch_bounds__(kShortThreads)
     paged_decode_short_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
                               const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                               const int32_t* __restrict__ rows, O* __restrict__ out) {
-  constexpr int TPK = HD / 8;              // threads per key row, 16 bytes each
-  constexpr int KP = kShortThreads / TPK;  // key rows side by side
-  constexpr int MAXK = short_max_keys<HD>();
-  constexpr int P = MAXK / KP;  // passes (rows per thread)
-  constexpr int NW = kShortThreads / 32;
-  static_assert(TPK <= 32 && 32 % TPK == 0 && P * KP == MAXK);
-  __shared__ float sc[MAXK];     // scaled scores
-  __shared__ float red[NW][HD];  // per-warp partial outputs
-
+  using L = ShortLayout<HD>;
+  constexpr int KP = L::KP, P = L::P, MAXK = L::MAXK;
   const int row = rows[blockIdx.x], head = blockIdx.y;
   const int kvh = head / (sh.n_heads / sh.n_kv_heads), bs = sh.block_size;
   const int kv_dim = sh.n_kv_heads * HD, q_dim = sh.n_heads * HD;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int c = tid % TPK, kj = tid / TPK;  // 8-element chunk of the row, key lane
+  const int c = L::chunk(), kj = L::key_lane();
   const int keys = meta.tok_pos[row] + 1;
   if (keys > MAXK) __trap();  // the host picks this kernel only when every row fits
   const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
@@ -85,61 +68,9 @@ __global__ void __launch_bounds__(kShortThreads)
     qf[4] = b.x * scale, qf[5] = b.y * scale, qf[6] = b.z * scale, qf[7] = b.w * scale;
   }
 
-  // Scores: the TPK threads of a row reduce by shuffles. `p * KP < keys` is the
-  // same for the whole block, so whole warps leave the loop together.
-#pragma unroll
-  for (int p = 0; p < P; ++p) {
-    if (p * KP >= keys) break;
-    const int j = p * KP + kj;
-    float f[8];
-    unpack8<T>(kr[p], f);
-    float s = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s += f[e] * qf[e];
-#pragma unroll
-    for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (c == 0 && j < keys) sc[j] = s;
-  }
-  __syncthreads();  // all scores
-
-  // Softmax statistics: every warp computes them itself (no second barrier).
-  float m = -FLT_MAX;
-  for (int j = lane; j < keys; j += 32) m = fmaxf(m, sc[j]);
-  m = warp_max(m);
-  float l = 0.0f;
-  for (int j = lane; j < keys; j += 32) l += __expf(sc[j] - m);
-  l = warp_sum(l);
-
-  float acc[8] = {};
-#pragma unroll
-  for (int p = 0; p < P; ++p) {
-    if (p * KP >= keys) break;
-    const int j = p * KP + kj;
-    if (j < keys) {
-      const float pr = __expf(sc[j] - m);
-      float f[8];
-      unpack8<T>(vr[p], f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] += pr * f[e];
-    }
-  }
-  // Sum over the key lanes: first the 32 / TPK lanes of a warp that share a
-  // chunk, then the warps through shared memory.
-#pragma unroll
-  for (int o = TPK; o < 32; o <<= 1)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-  if (lane < TPK)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) red[warp][c * 8 + e] = acc[e];
-  __syncthreads();  // all warps' partial outputs
-  const float inv_l = 1.0f / l;
-  for (int d = tid; d < HD; d += kShortThreads) {
-    float o = 0.0f;
-#pragma unroll
-    for (int w = 0; w < NW; ++w) o += red[w][d];
-    out[size_t(row) * q_dim + head * HD + d] = from_f32<O>(o * inv_l);
-  }
+  short_attend<T, HD>(kr, vr, qf, keys, [&](int d, float o) {
+    out[size_t(row) * q_dim + head * HD + d] = from_f32<O>(o);
+  });
 }
 
 // The one place where head_dim becomes a template argument.

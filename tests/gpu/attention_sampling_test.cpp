@@ -11,16 +11,7 @@ namespace hayate::cuda::test {
 namespace {
 
 template <typename T>
-class AttentionTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-    seed_ = fresh_seed();
-    rng_.seed(seed_);
-  }
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-};
+class AttentionTest : public SeededGpuTest {};
 using Types = ::testing::Types<half, __nv_bfloat16>;
 TYPED_TEST_SUITE(AttentionTest, Types);
 
@@ -109,13 +100,8 @@ TYPED_TEST(AttentionTest, PrefillCausal) {
   }
 }
 
-class SamplingTest : public ::testing::Test {
+class SamplingTest : public SeededGpuTest {
  protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-    seed_ = fresh_seed();
-    rng_.seed(seed_);
-  }
   // Runs the device sampler on `logits` with `p` at `step`.
   int32_t device_pick(const Dev<float>& logits, int vocab, const SamplingParams& p, uint64_t step) {
     StepState st{0, 0, p.seed, step, p.temperature, p.top_p, p.min_p, p.top_k};
@@ -128,8 +114,6 @@ class SamplingTest : public ::testing::Test {
     ws_ = std::make_unique<Dev<char>>(sampling_workspace_bytes(vocab));
     HAYATE_CUDA_CHECK(cudaMemset(ws_->get(), 0, ws_->size()));  // argmax slot starts at 0
   }
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
   std::unique_ptr<Dev<char>> ws_;
 };
 

@@ -16,16 +16,7 @@ namespace hayate::cuda::test {
 namespace {
 
 template <typename T>
-class GemvTmaTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-    seed_ = fresh_seed();
-    rng_.seed(seed_);
-  }
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-};
+class GemvTmaTest : public SeededGpuTest {};
 using Types = ::testing::Types<half, __nv_bfloat16>;
 TYPED_TEST_SUITE(GemvTmaTest, Types);
 

@@ -99,6 +99,19 @@ inline bool have_gpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+// The base of the kernel test fixtures: skips without a GPU, and gives each
+// test a fresh seed (tests print it with SCOPED_TRACE) and a generator.
+class SeededGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+    seed_ = fresh_seed();
+    rng_.seed(seed_);
+  }
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
 }  // namespace hayate::cuda::test
 
 #define HAYATE_REQUIRE_GPU()                                              \
