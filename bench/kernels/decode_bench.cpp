@@ -106,7 +106,14 @@ int run(int argc, char** argv) {
                         {"ring GEMVs (PDL), next kernel after the last stage", {.gemv_tma = 1}},
                         {"ring GEMVs (PDL), next kernel at entry", {.gemv_tma = 2}},
                         {"ring GEMVs (PDL), at entry, 32 KB stages", {.gemv_tma = 3}},
-                        {"ring GEMVs at entry, PDL for every kernel", {.pdl = true, .gemv_tma = 2}}};
+                        {"ring GEMVs at entry, PDL for every kernel", {.pdl = true, .gemv_tma = 2}},
+                        // Run 11: one shared-memory carveout preference for every kernel.
+                        {"prefer shared (carveout) everywhere", {.prefer_shared = true}},
+                        {"ring GEMVs (PDL), at entry, prefer shared", {.gemv_tma = 2, .prefer_shared = true}},
+                        {"ring GEMVs (PDL), at entry, 32 KB stages, prefer shared",
+                         {.gemv_tma = 3, .prefer_shared = true}},
+                        {"ring GEMVs at entry, PDL for every kernel, prefer shared",
+                         {.pdl = true, .gemv_tma = 3, .prefer_shared = true}}};
     // (Run 8's first call also timed PDL at 3 and 2 blocks per SM, +0.21 and
     // +0.72 ms/token, and no PDL at 3 blocks per SM, +0.10: dropped.)
     for (const Alt& a : alts) {

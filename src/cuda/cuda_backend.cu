@@ -79,6 +79,8 @@ class CudaBackend final : public Backend {
     HAYATE_CUDA_CHECK(cudaSetDevice(opt.device));
     HAYATE_CUDA_CHECK(cudaGetDeviceProperties(&prop_, opt.device));
     device_ = opt.device;
+    HAYATE_CUDA_CHECK(cudaDeviceSetCacheConfig(tuning.prefer_shared ? cudaFuncCachePreferShared
+                                                                    : cudaFuncCachePreferNone));
     check_memory(model);
     HAYATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     HAYATE_CUBLAS_CHECK(cublasCreate(&cublas_));

@@ -34,6 +34,12 @@ struct CudaTuning {
   // Run 10: faster in the lab's same-kernel chain (qkv, o_proj), but decode
   // +0.28 ms/token at best (3 = 32 KB stages), so off.
   int gemv_tma = 0;
+  // Run 11: every kernel prefers the largest shared-memory carveout
+  // (cudaDeviceSetCacheConfig, device-wide). Kernels launched with a different
+  // preference than the last one may get a device-side synchronisation point,
+  // which would stop a ring GEMV (97 KB of shared memory) from overlapping the
+  // kernels around it under PDL. false: the default preference (none).
+  bool prefer_shared = false;
 };
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options,
                                            const CudaTuning& tuning);
