@@ -7,8 +7,10 @@
 // smallest shapes still fit in L2; said so in the output). Prints us, GB/s of
 // KV read and the share of the read-bandwidth probe. Variants: v1 (the
 // kernel before this lab, copied below, with the backend's split choice for
-// max_model_len 8192: 16 splits of 512) and v2 (src/cuda/paged_attention.cu)
-// over a sweep of its knobs, and the one-pass short-context kernel
+// max_model_len 8192: 16 splits of 512), v2 (src/cuda/paged_attention.cu)
+// over a sweep of its knobs (full sweep only), the tensor-core kernel
+// (paged_decode_mma.cu, the default at head_dim 128; --quick runs it, v2's
+// defaults and its variants), and the one-pass short-context kernel
 // (paged_decode_short.cu) where every row has at most 128 keys. Also times the paged prefill
 // attention (chunked prefill of 1024-token prompts). See NOTES.md, "Paged attention".
 #include <algorithm>
@@ -400,13 +402,36 @@ int run(int argc, char** argv) {
                              {"1x64", std::vector<int>(1, 64)},
                              {"8x100", std::vector<int>(8, 100)},
                              {"64x100", std::vector<int>(64, 100)},
-                             {"256x100", std::vector<int>(256, 100)}};
+                             {"256x100", std::vector<int>(256, 100)},
+                             // Max load (issue 5): 1024 and 512 rows at 128..256 keys.
+                             {"1024x192", std::vector<int>(1024, 192)},
+                             {"512x256", std::vector<int>(512, 256)}};
+  // The default (tensor cores, paged_decode_mma.cu), v2 with its defaults
+  // (mma off), the mma kernel at 4 blocks/SM and with fewer many-pairs split
+  // slots; the full sweep adds v2's knobs.
   std::vector<PagedDecodeTuning> tunes = {PagedDecodeTuning{}};
+  {
+    PagedDecodeTuning v2;
+    v2.mma = false;
+    tunes.push_back(v2);
+    PagedDecodeTuning m4;
+    m4.mma_blocks = 4;
+    tunes.push_back(m4);
+    for (int bsp : {1, 2}) {
+      PagedDecodeTuning t;
+      t.big_splits = bsp;
+      tunes.push_back(t);
+    }
+  }
   if (sweep)
     for (int tb : {264, 528, 1056, 2112})
       for (int mp : {128, 256})
         for (int u : {2, 4})
-          for (bool pf : {false, true}) tunes.push_back({tb, mp, u, pf, 1 << 30});
+          for (bool pf : {false, true}) {
+            PagedDecodeTuning t{tb, mp, u, pf, 1 << 30};
+            t.mma = false;
+            tunes.push_back(t);
+          }
   // The many-pairs regime of the default (only batches of >= 33 rows use it).
   if (sweep)
     for (int bsp : {1, 2, 4, 8})
@@ -414,6 +439,7 @@ int run(int argc, char** argv) {
         PagedDecodeTuning t;
         t.big_splits = bsp;
         t.big_min_part = bmp;
+        t.mma = false;
         tunes.push_back(t);
       }
   std::printf("\n== decode (fp16, 32 q heads / 8 kv heads, head_dim 128, block 16) ==\n");
@@ -433,7 +459,7 @@ int run(int argc, char** argv) {
                 p.copies, l2 ? " (fits in L2: not an HBM figure)" : "");
     auto report = [&](const std::string& what, double ms) {
       const double gbs = p.kv_bytes / ms / 1e6;
-      std::printf("  %-34s %9.1f us %7.0f GB/s %5.1f %%\n", what.c_str(), ms * 1e3, gbs,
+      std::printf("  %-46s %9.1f us %7.0f GB/s %5.1f %%\n", what.c_str(), ms * 1e3, gbs,
                   100.0 * gbs / read_gbs);
     };
     auto v1fn = [&](int i) {
@@ -452,8 +478,9 @@ int run(int argc, char** argv) {
                                      p.part_ml.as<float>(), p.out.as<T>(), st);
       };
       const std::string name =
-          (t == 0 ? std::string("v2 default ") : std::string("v2 ")) + "tb " +
-          std::to_string(tu.target_blocks) + " mp " + std::to_string(tu.min_part) + " u " +
+          (t == 0 ? std::string("default ") : std::string()) +
+          (tu.mma ? "mma" + std::string(tu.mma_blocks >= 4 ? "4 " : " ") : std::string("v2 ")) +
+          "tb " + std::to_string(tu.target_blocks) + " mp " + std::to_string(tu.min_part) + " u " +
           std::to_string(tu.unroll) + (tu.prefetch ? " pf" : "") +
           (tu.many_pairs < (1 << 30)
                ? " big " + std::to_string(tu.big_splits) + "/" + std::to_string(tu.big_min_part)

@@ -12,6 +12,7 @@
 #include "cuda/launch.h"
 #include "cuda/paged_attention.cuh"
 #include "cuda/paged_common.cuh"
+#include "cuda/paged_decode.cuh"
 #include "cuda/rope.cuh"
 
 namespace hayate::cuda {
@@ -66,23 +67,8 @@ __global__ void paged_rope_kv_kernel(const float* __restrict__ qkv,  // [T, (H +
 // - the number of KV splits is chosen per launch from the number of (row, kv
 //   head) pairs and per row from its own length (decode_split_plan), so a
 //   short context is not cut into splits that only cost blocks and combining.
-constexpr int kDecodeWarps = 4;
-
-// Splits of a row of `len` keys when the grid has z split slots (<= the
-// workspace's n_splits, chosen by the launcher from the number of (row, kv
-// head) pairs, see PagedDecodeTuning): never splits shorter than min_part
-// keys. Parts are multiples of 16 keys so that splits start at KV-block edges
-// for the usual block sizes. Used identically by the decode and combine kernels.
 __host__ __device__ __forceinline__ int decode_splits_wanted(int pairs, int target_blocks) {
   return (target_blocks + pairs - 1) / pairs;
-}
-__device__ __forceinline__ int2 decode_split_plan(int len, int z, int min_part) {
-  int used = min(z, (len + min_part - 1) / min_part);
-  used = max(used, 1);
-  int part = (len + used - 1) / used;
-  part = (part + 15) / 16 * 16;
-  used = (len + part - 1) / part;
-  return make_int2(used, part);
 }
 
 template <typename T>
@@ -241,31 +227,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     }
   }
   __syncthreads();  // every warp's state is in shared memory
-  const bool single = plan.x == 1;
-  for (int j = threadIdx.x; j < Gr * HD; j += blockDim.x) {
-    const int g = j / HD, dim = j % HD;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) M = fmaxf(M, s_ml[w][g][0]);
-    float L = 0.0f, O = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) {
-      const float f = s_ml[w][g][1] > 0.0f ? exp2f(s_ml[w][g][0] - M) : 0.0f;
-      L += s_ml[w][g][1] * f;
-      O += s_acc[w][g][dim] * f;
-    }
-    const int h = kh * Gr + g;
-    if (single) {
-      out[size_t(row) * q_dim + h * HD + dim] = from_f32<T>(O / L);
-    } else {
-      const size_t at = (size_t(i) * sh.n_heads + h) * n_splits + sp;
-      part_o[at * HD + dim] = O / L;
-      if (dim == 0) {
-        part_ml[at * 2] = M;
-        part_ml[at * 2 + 1] = L;
-      }
-    }
-  }
+  decode_merge_store<T, HD, G>(s_acc, s_ml, Gr, kh, i, row, sp, n_splits, plan.x == 1, sh, part_o,
+                               part_ml, out);
 }
 
 // Block (row i, head h), thread = dim: weights each split by l * 2^(m - M).
@@ -362,9 +325,13 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
   const int want = many ? tune.big_splits : decode_splits_wanted(pairs, tune.target_blocks);
   const int z = std::max(1, std::min(n_splits, want));
   const int min_part = std::max(1, many ? tune.big_min_part : tune.min_part);
-  launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32, 0, s},
-         paged_decode_kernel<T, HD, G, U, PF>, q, k_pool, v_pool, sh, meta, rows, n_splits,
-         min_part, part_o, part_ml, out);
+  if (HD == 128 && tune.mma)  // tensor cores (paged_decode_mma.cu); same splits and combine
+    paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
+                            tune.mma_blocks, part_o, part_ml, out, s);
+  else
+    launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32, 0, s},
+           paged_decode_kernel<T, HD, G, U, PF>, q, k_pool, v_pool, sh, meta, rows, n_splits,
+           min_part, part_o, part_ml, out);
   if (z > 1)
     launch({dim3(unsigned(n_rows), unsigned(sh.n_heads)), unsigned(HD), 0, s},
            paged_decode_combine_kernel<T>, sh, meta, rows, n_splits, z, min_part,

@@ -70,8 +70,12 @@ struct PagedDecodeTuning {
   int many_pairs = 264;
   int big_splits = 4;
   int big_min_part = 2048;
+  // head_dim 128: the tensor-core kernel (paged_decode_mma.cu; Q and P
+  // rounded to T, fp32 accumulation) instead of v2; unroll/prefetch are v2's.
+  bool mma = true;
+  int mma_blocks = 3;  // blocks per SM its registers are capped for: 3 (168 regs) or 4 (128)
 };
-// unroll/prefetch are honoured for head_dim 128; 32 and 64 always use 2/true.
+// unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
 template <typename T>
 void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                                   PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,

@@ -1,0 +1,251 @@
+// Paged decode attention on tensor cores (head_dim 128, group <= 8): the
+// default split decode kernel of the batched backend at head_dim 128
+// (bench/kernels/NOTES.md, "Paged decode attention, run 2").
+//
+// Why: v2 (paged_attention.cu) spends ~600 instructions per warp per 4 KB of
+// K/V (fp32 converts, 2 x 128 FMAs, 16-lane shuffle dot products, per-key
+// exp2) and is half issue-bound (52 % of the read probe at 256 x 200 keys).
+// Here a warp takes 16 keys per step (8 KB of K and V) and does:
+// - S = Q K^T with mma.sync m16n8k16: A = Q [16 rows = the G <= 8 query heads
+//   of the kv head, rest zero; 16 dims], B = K^T [16 dims, 8 keys]; 2 key
+//   tiles x 8 dim steps = 16 mma. The sum over dims is order-free, so each
+//   lane loads K with plain 16-byte loads (lane (g, t): key g of the tile,
+//   dims (4 j + t) 8 .. + 7, j < 4) and Q is packed in the same dim order.
+// - online softmax per step on the S fragment (head g, keys 2t, 2t+1 of each
+//   tile): 2 shuffles for the max, 4 exp2, P rounded to T;
+// - O^T += V^T P^T with m16n8k16: A = V^T [16 dims, 16 keys], B = P^T [16
+//   keys, 8 heads] which is exactly the S fragment (no shuffle); 8 dim tiles =
+//   8 mma. V rows are loaded as 16 bytes (lane: dims 16 g .. 16 g + 15 of keys
+//   2t, 2t+1, 2t+8, 2t+9) and paired across keys with byte permutes.
+// Per step ~24 mma + 32 permutes + ~60 other instructions against ~1200 for
+// v2 on the same bytes. Q and P are rounded to T (fp32 accumulation), as in
+// the tensor-core prefill. Splits, merge and combine are v2's (paged_decode.cuh).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "cuda/common.cuh"
+#include "cuda/launch.h"
+#include "cuda/paged_common.cuh"
+#include "cuda/paged_decode.cuh"
+
+namespace hayate::cuda {
+
+namespace {
+
+constexpr int kHd = 128, kRowsG = 8;  // head_dim; query-head rows kept (group <= 8)
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<half>(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// c [16 x 8] += a [16 x 16] b [16 x 8] (row.col), fp32 accumulate.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, half>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& u, int r) {
+  return r == 0 ? u.x : r == 1 ? u.y : r == 2 ? u.z : u.w;
+}
+
+// Block (row i, kv head, split): warps take 16-key steps round-robin.
+// Lane = (g = lane / 4, t = lane % 4) as in the mma fragments.
+// MINB: blocks per SM the registers are capped for (3: 168 registers, no
+// spill; 4: 128 registers, ~100 B spilled; the lab compares them).
+template <typename T, int MINB>
+__global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
+    paged_decode_mma_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+                            const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+                            const int32_t* __restrict__ rows, int n_splits, int min_part,
+                            float* __restrict__ part_o, float* __restrict__ part_ml,
+                            T* __restrict__ out) {
+  const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
+  const int row = rows[i], len = meta.tok_pos[row] + 1;
+  const int2 plan = decode_split_plan(len, int(gridDim.z), min_part);
+  if (sp >= plan.x) return;
+  const int k0 = sp * plan.y, k1 = min(len, k0 + plan.y);
+  const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * kHd, bs = sh.block_size;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
+  const float scale = rsqrtf(float(kHd)) * 1.4426950408889634f;  // log2(e): softmax via exp2
+
+  // A fragment of Q for dim step 2j + h: {qa[j][2h], 0, qa[j][2h + 1], 0}
+  // (rows g + 8 are zero); qa[j][r] = head g's dims (4j + t) 8 + 2r, + 1.
+  uint32_t qa[4][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float4 lo = make_float4(0, 0, 0, 0), hi = lo;
+    if (g < Gr) {  // 32-byte aligned: q rows and head offsets are multiples of 8 floats
+      const float4* qp = reinterpret_cast<const float4*>(q + size_t(row) * sh.n_heads * kHd +
+                                                         (kh * Gr + g) * kHd + (4 * j + t) * 8);
+      lo = qp[0];
+      hi = qp[1];
+    }
+    qa[j][0] = pack2<T>(lo.x * scale, lo.y * scale);
+    qa[j][1] = pack2<T>(lo.z * scale, lo.w * scale);
+    qa[j][2] = pack2<T>(hi.x * scale, hi.y * scale);
+    qa[j][3] = pack2<T>(hi.z * scale, hi.w * scale);
+  }
+  // o[4u + r]: O^T tile (dims 16g + 8u + 2r in c0/c1, + 1 in c2/c3; heads 2t, 2t + 1).
+  float o[8][4];
+#pragma unroll
+  for (int mt = 0; mt < 8; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
+  float m_run = -INFINITY, l_run = 0.0f;  // head g; l_run is this lane's share
+  const size_t col = size_t(kh) * kHd;
+  // Steps start at multiples of 16 (split parts are), so with bs % 16 == 0 a
+  // step's 16 keys share one KV block: one table read per step.
+  const bool one_block = bs % 16 == 0;
+  for (int base = k0 + warp * 16; base < k1; base += kDecodeWarps * 16) {
+    size_t blk = 0;
+    if (one_block) blk = (size_t(table[base / bs]) * bs + base % bs) * kv_dim + col;
+    auto off = [&](int key) {
+      return one_block ? blk + size_t(key - base) * kv_dim
+                       : (size_t(table[key / bs]) * bs + key % bs) * kv_dim + col;
+    };
+    uint4 kr[2][4], vr[4][2];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int key = base + 8 * nt + g;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) kr[nt][j] = make_uint4(0, 0, 0, 0);
+      if (key < k1) {
+        const uint4* kp = reinterpret_cast<const uint4*>(k_pool + off(key));
+#pragma unroll
+        for (int j = 0; j < 4; ++j) kr[nt][j] = kp[4 * j + t];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {  // keys 2t, 2t + 1, 2t + 8, 2t + 9
+      const int key = base + 2 * t + (e & 1) + (e >> 1) * 8;
+      vr[e][0] = vr[e][1] = make_uint4(0, 0, 0, 0);  // zeros: P = 0 must not meet NaN
+      if (key < k1) {
+        const uint4* vp = reinterpret_cast<const uint4*>(v_pool + off(key)) + 2 * g;
+        vr[e][0] = vp[0];
+        vr[e][1] = vp[1];
+      }
+    }
+    // S [head g][keys 8nt + 2t, + 1] in s[nt][0..1] (s[nt][2..3]: zero rows).
+    float s[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          mma16816<T>(s[nt], qa[j][2 * h], 0u, qa[j][2 * h + 1], 0u, word(kr[nt][j], 2 * h),
+                      word(kr[nt][j], 2 * h + 1));
+    }
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (base + 8 * nt + 2 * t + e >= k1) s[nt][e] = -INFINITY;
+        mx = fmaxf(mx, s[nt][e]);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // mx is finite: key `base` (< k1) is key 0 of tile 0.
+    const float m_new = fmaxf(m_run, mx), corr = exp2f(m_run - m_new);
+    m_run = m_new;
+    float p[2][2];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) p[nt][e] = exp2f(s[nt][e] - m_new);
+    l_run = l_run * corr + (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]);
+    const uint32_t pb0 = pack2<T>(p[0][0], p[0][1]), pb1 = pack2<T>(p[1][0], p[1][1]);
+    // The O^T fragment holds heads 2t and 2t + 1, whose corr sits in lanes 8t, 8t + 4.
+    const float c0 = __shfl_sync(0xffffffffu, corr, 8 * t),
+                c1 = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        float(&c)[4] = o[4 * u + r];
+        c[0] *= c0;
+        c[1] *= c1;
+        c[2] *= c0;
+        c[3] *= c1;
+        const uint32_t x0 = word(vr[0][u], r), x1 = word(vr[1][u], r);
+        const uint32_t x2 = word(vr[2][u], r), x3 = word(vr[3][u], r);
+        // A rows: dim (g) = low halves, dim + 1 (g + 8) = high halves; cols: key pairs.
+        mma16816<T>(c, __byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632),
+                    __byte_perm(x2, x3, 0x5410), __byte_perm(x2, x3, 0x7632), pb0, pb1);
+      }
+  }
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+
+  __shared__ float s_acc[kDecodeWarps][kRowsG][kHd];
+  __shared__ float s_ml[kDecodeWarps][kRowsG][2];
+  if (t == 0) {
+    s_ml[warp][g][0] = m_run;
+    s_ml[warp][g][1] = l_run;
+  }
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int dim = 16 * g + 8 * u + 2 * r;
+      const float(&c)[4] = o[4 * u + r];
+      s_acc[warp][2 * t][dim] = c[0];
+      s_acc[warp][2 * t][dim + 1] = c[2];
+      s_acc[warp][2 * t + 1][dim] = c[1];
+      s_acc[warp][2 * t + 1][dim + 1] = c[3];
+    }
+  __syncthreads();  // every warp's state is in shared memory
+  decode_merge_store<T, kHd, kRowsG>(s_acc, s_ml, Gr, kh, i, row, sp, n_splits, plan.x == 1, sh,
+                                     part_o, part_ml, out);
+}
+
+}  // namespace
+
+template <typename T>
+void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                             PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int z,
+                             int min_part, int min_blocks, float* part_o, float* part_ml, T* out,
+                             cudaStream_t s) {
+  const LaunchConfig cfg{dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)),
+                         kDecodeWarps * 32, 0, s};
+  if (min_blocks >= 4)
+    launch(cfg, paged_decode_mma_kernel<T, 4>, q, k_pool, v_pool, sh, meta, rows, n_splits,
+           min_part, part_o, part_ml, out);
+  else
+    launch(cfg, paged_decode_mma_kernel<T, 3>, q, k_pool, v_pool, sh, meta, rows, n_splits,
+           min_part, part_o, part_ml, out);
+}
+
+template void paged_decode_mma_launch<half>(const float*, const half*, const half*, PagedShape,
+                                            PagedMeta, const int32_t*, int, int, int, int, int,
+                                            float*, float*, half*, cudaStream_t);
+template void paged_decode_mma_launch<__nv_bfloat16>(const float*, const __nv_bfloat16*,
+                                                     const __nv_bfloat16*, PagedShape, PagedMeta,
+                                                     const int32_t*, int, int, int, int, int,
+                                                     float*, float*, __nv_bfloat16*, cudaStream_t);
+
+}  // namespace hayate::cuda
