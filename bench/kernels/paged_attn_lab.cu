@@ -407,8 +407,9 @@ int run(int argc, char** argv) {
                              {"1024x192", std::vector<int>(1024, 192)},
                              {"512x256", std::vector<int>(512, 256)}};
   // The default (tensor cores, paged_decode_mma.cu), v2 with its defaults
-  // (mma off), the mma kernel at 4 blocks/SM and with fewer many-pairs split
-  // slots; the full sweep adds v2's knobs.
+  // (mma off), the mma kernel at 4 blocks/SM, with big_splits slots per pair
+  // instead of helper blocks, and with no many-pairs split; the full sweep
+  // adds v2's knobs.
   std::vector<PagedDecodeTuning> tunes = {PagedDecodeTuning{}};
   {
     PagedDecodeTuning v2;
@@ -417,11 +418,12 @@ int run(int argc, char** argv) {
     PagedDecodeTuning m4;
     m4.mma_blocks = 4;
     tunes.push_back(m4);
-    for (int bsp : {1, 2}) {
-      PagedDecodeTuning t;
-      t.big_splits = bsp;
-      tunes.push_back(t);
-    }
+    PagedDecodeTuning slots;  // call 1's default: big_splits slots per pair, no helpers
+    slots.mma_helpers = false;
+    tunes.push_back(slots);
+    PagedDecodeTuning one;  // many pairs: no split at all
+    one.big_splits = 1;
+    tunes.push_back(one);
   }
   if (sweep)
     for (int tb : {264, 528, 1056, 2112})
@@ -479,7 +481,9 @@ int run(int argc, char** argv) {
       };
       const std::string name =
           (t == 0 ? std::string("default ") : std::string()) +
-          (tu.mma ? "mma" + std::string(tu.mma_blocks >= 4 ? "4 " : " ") : std::string("v2 ")) +
+          (tu.mma ? "mma" + std::string(tu.mma_blocks >= 4 ? "4 " : " ") +
+                        (tu.mma_helpers ? "" : "slots ")
+                  : std::string("v2 ")) +
           "tb " + std::to_string(tu.target_blocks) + " mp " + std::to_string(tu.min_part) + " u " +
           std::to_string(tu.unroll) + (tu.prefetch ? " pf" : "") +
           (tu.many_pairs < (1 << 30)

@@ -231,14 +231,19 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
                                part_ml, out);
 }
 
-// Block (row i, head h), thread = dim: weights each split by l * 2^(m - M).
+// Block (row i, kCombineHeads heads), thread = (head h, dim): weights each
+// split by l * 2^(m - M). Several heads per block: at many rows nearly every
+// row has one split and its blocks only read the length and exit.
+constexpr int kCombineHeads = 4;
 template <typename T>
 __global__ void paged_decode_combine_kernel(PagedShape sh, PagedMeta meta,
                                             const int32_t* __restrict__ rows, int n_splits, int z,
                                             int min_part, const float* __restrict__ part_o,
                                             const float* __restrict__ part_ml,
                                             T* __restrict__ out) {
-  const int i = blockIdx.x, h = blockIdx.y, dim = threadIdx.x, HD = sh.head_dim;
+  const int HD = sh.head_dim, i = blockIdx.x, dim = threadIdx.x % HD;
+  const int h = blockIdx.y * kCombineHeads + int(threadIdx.x) / HD;
+  if (h >= sh.n_heads) return;
   const int row = rows[i], len = meta.tok_pos[row] + 1;
   const int used = decode_split_plan(len, z, min_part).x;
   if (used == 1) return;  // the decode kernel wrote the output
@@ -327,13 +332,14 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
   const int min_part = std::max(1, many ? tune.big_min_part : tune.min_part);
   if (HD == 128 && tune.mma)  // tensor cores (paged_decode_mma.cu); same splits and combine
     paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
-                            tune.mma_blocks, part_o, part_ml, out, s);
+                            tune.mma_blocks, many && tune.mma_helpers, part_o, part_ml, out, s);
   else
     launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32, 0, s},
            paged_decode_kernel<T, HD, G, U, PF>, q, k_pool, v_pool, sh, meta, rows, n_splits,
            min_part, part_o, part_ml, out);
   if (z > 1)
-    launch({dim3(unsigned(n_rows), unsigned(sh.n_heads)), unsigned(HD), 0, s},
+    launch({dim3(unsigned(n_rows), unsigned((sh.n_heads + kCombineHeads - 1) / kCombineHeads)),
+            unsigned(kCombineHeads * HD), 0, s},
            paged_decode_combine_kernel<T>, sh, meta, rows, n_splits, z, min_part,
            static_cast<const float*>(part_o), static_cast<const float*>(part_ml), out);
 }

@@ -71,21 +71,15 @@ __device__ __forceinline__ uint32_t word(const uint4& u, int r) {
   return r == 0 ? u.x : r == 1 ? u.y : r == 2 ? u.z : u.w;
 }
 
-// Block (row i, kv head, split): warps take 16-key steps round-robin.
-// Lane = (g = lane / 4, t = lane % 4) as in the mma fragments.
-// MINB: blocks per SM the registers are capped for (3: 168 registers, no
-// spill; 4: 128 registers, ~100 B spilled; the lab compares them).
-template <typename T, int MINB>
-__global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
-    paged_decode_mma_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                            const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
-                            const int32_t* __restrict__ rows, int n_splits, int min_part,
-                            float* __restrict__ part_o, float* __restrict__ part_ml,
-                            T* __restrict__ out) {
-  const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
-  const int row = rows[i], len = meta.tok_pos[row] + 1;
-  const int2 plan = decode_split_plan(len, int(gridDim.z), min_part);
-  if (sp >= plan.x) return;
+// Split sp (keys [k0, k1)) of row i = rows[i], kv head kh, by the block's 4
+// warps (16-key steps round-robin); lane = (g = lane / 4, t = lane % 4) as in
+// the mma fragments. Ends with the block's merge (a __syncthreads inside).
+template <typename T>
+__device__ __forceinline__ void mma_split(
+    const float* __restrict__ q, const T* __restrict__ k_pool, const T* __restrict__ v_pool,
+    const PagedShape& sh, const PagedMeta& meta, int i, int row, int kh, int sp, int2 plan, int len,
+    int n_splits, float* __restrict__ part_o, float* __restrict__ part_ml, T* __restrict__ out,
+    float (&s_acc)[kDecodeWarps][kRowsG][kHd], float (&s_ml)[kDecodeWarps][kRowsG][2]) {
   const int k0 = sp * plan.y, k1 = min(len, k0 + plan.y);
   const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * kHd, bs = sh.block_size;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -201,8 +195,6 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
 
-  __shared__ float s_acc[kDecodeWarps][kRowsG][kHd];
-  __shared__ float s_ml[kDecodeWarps][kRowsG][2];
   if (t == 0) {
     s_ml[warp][g][0] = m_run;
     s_ml[warp][g][1] = l_run;
@@ -223,29 +215,109 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
                                      part_o, part_ml, out);
 }
 
+// MINB: blocks per SM the registers are capped for (3: 168 registers, no
+// spill; 4: 128 registers, ~100 B spilled; the lab compares them).
+// Block (row i, kv head, split sp0 + blockIdx.z); rows split by
+// decode_split_plan(len, z, min_part).
+template <typename T, int MINB>
+__global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
+    paged_decode_mma_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+                            const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+                            const int32_t* __restrict__ rows, int n_splits, int z, int min_part,
+                            float* __restrict__ part_o, float* __restrict__ part_ml,
+                            T* __restrict__ out) {
+  __shared__ float s_acc[kDecodeWarps][kRowsG][kHd];
+  __shared__ float s_ml[kDecodeWarps][kRowsG][2];
+  const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
+  const int row = rows[i], len = meta.tok_pos[row] + 1;
+  const int2 plan = decode_split_plan(len, z, min_part);
+  if (sp >= plan.x) return;
+  mma_split<T>(q, k_pool, v_pool, sh, meta, i, row, kh, sp, plan, len, n_splits, part_o, part_ml,
+               out, s_acc, s_ml);
+}
+
+// The splits 1..z-1 of a launch with many (row, kv head) pairs, where few
+// rows are long enough to split: a grid of (row, kv head, split) slots would
+// be mostly empty blocks, each holding one of the 3 block slots of an SM while
+// it reads its row's length (lab, run 2: 300 vs 245 us at 1024 x 192 keys).
+// Instead kHelpers blocks per (kv head, split sp = 1 + blockIdx.z) scan all
+// rows' lengths (kScan per pass, in shared memory) and take every kHelpers-th
+// row that has split sp.
+constexpr int kHelpers = 16, kScan = 1024;
+template <typename T, int MINB>
+__global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
+    paged_decode_mma_helper_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+                                   const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+                                   const int32_t* __restrict__ rows, int n_rows, int n_splits,
+                                   int z, int min_part, float* __restrict__ part_o,
+                                   float* __restrict__ part_ml, T* __restrict__ out) {
+  __shared__ float s_acc[kDecodeWarps][kRowsG][kHd];
+  __shared__ float s_ml[kDecodeWarps][kRowsG][2];
+  __shared__ int s_len[kScan];  // length of the row if it has split sp, else 0
+  constexpr int kPer = kScan / (kDecodeWarps * 32);
+  const int kh = blockIdx.y, sp = 1 + blockIdx.z;
+  int seen = 0;  // rows with split sp before this pass (same in every block)
+  for (int first = 0; first < n_rows; first += kScan) {
+    int lens[kPer];
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {  // all loads of the pass in flight together
+      const int j = first + u * kDecodeWarps * 32 + int(threadIdx.x);
+      lens[u] = j < n_rows ? meta.tok_pos[rows[j]] + 1 : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kPer; ++u)
+      s_len[u * kDecodeWarps * 32 + threadIdx.x] =
+          lens[u] > 0 && decode_split_plan(lens[u], z, min_part).x > sp ? lens[u] : 0;
+    __syncthreads();  // s_len complete
+    for (int j = 0; j < kScan && first + j < n_rows; ++j) {
+      const int len = s_len[j];  // uniform over the block
+      if (len == 0) continue;
+      if (seen++ % kHelpers != int(blockIdx.x)) continue;
+      const int i = first + j;
+      mma_split<T>(q, k_pool, v_pool, sh, meta, i, rows[i], kh, sp,
+                   decode_split_plan(len, z, min_part), len, n_splits, part_o, part_ml, out, s_acc,
+                   s_ml);
+      __syncthreads();  // s_acc / s_ml free for the next row
+    }
+    __syncthreads();  // s_len free for the next pass
+  }
+}
+
+template <typename T, int MINB>
+void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
+                const int32_t* rows, int n_rows, int n_splits, int z, int min_part, bool helpers,
+                float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  const unsigned kvh = unsigned(sh.n_kv_heads);
+  launch({dim3(unsigned(n_rows), kvh, helpers ? 1u : unsigned(z)), kDecodeWarps * 32, 0, s},
+         paged_decode_mma_kernel<T, MINB>, q, k_pool, v_pool, sh, meta, rows, n_splits, z, min_part,
+         part_o, part_ml, out);
+  if (helpers && z > 1)
+    launch({dim3(unsigned(kHelpers), kvh, unsigned(z - 1)), kDecodeWarps * 32, 0, s},
+           paged_decode_mma_helper_kernel<T, MINB>, q, k_pool, v_pool, sh, meta, rows, n_rows,
+           n_splits, z, min_part, part_o, part_ml, out);
+}
+
 }  // namespace
 
 template <typename T>
 void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                              PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int z,
-                             int min_part, int min_blocks, float* part_o, float* part_ml, T* out,
-                             cudaStream_t s) {
-  const LaunchConfig cfg{dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)),
-                         kDecodeWarps * 32, 0, s};
+                             int min_part, int min_blocks, bool helpers, float* part_o,
+                             float* part_ml, T* out, cudaStream_t s) {
   if (min_blocks >= 4)
-    launch(cfg, paged_decode_mma_kernel<T, 4>, q, k_pool, v_pool, sh, meta, rows, n_splits,
-           min_part, part_o, part_ml, out);
+    mma_launch<T, 4>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part, helpers,
+                     part_o, part_ml, out, s);
   else
-    launch(cfg, paged_decode_mma_kernel<T, 3>, q, k_pool, v_pool, sh, meta, rows, n_splits,
-           min_part, part_o, part_ml, out);
+    mma_launch<T, 3>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part, helpers,
+                     part_o, part_ml, out, s);
 }
 
 template void paged_decode_mma_launch<half>(const float*, const half*, const half*, PagedShape,
                                             PagedMeta, const int32_t*, int, int, int, int, int,
-                                            float*, float*, half*, cudaStream_t);
+                                            bool, float*, float*, half*, cudaStream_t);
 template void paged_decode_mma_launch<__nv_bfloat16>(const float*, const __nv_bfloat16*,
                                                      const __nv_bfloat16*, PagedShape, PagedMeta,
-                                                     const int32_t*, int, int, int, int, int,
+                                                     const int32_t*, int, int, int, int, int, bool,
                                                      float*, float*, __nv_bfloat16*, cudaStream_t);
 
 }  // namespace hayate::cuda

@@ -233,6 +233,26 @@ TEST(PagedAttention, DecodeTensorCoreVsCpu) {
   run_case<__nv_bfloat16>({32, 8, 128, 16, lens, {}});
 }
 
+// Many pairs with long rows: the helper blocks (splits 1..z-1 of the rows
+// that split; more rows than one scan pass of 1024, long rows in both passes)
+// and the big_splits slot grid they replace.
+TEST(PagedAttention, DecodeTensorCoreHelpersVsCpu) {
+  HAYATE_REQUIRE_GPU();
+  std::vector<int> lens(1100);
+  std::mt19937 rng(23);
+  for (int& l : lens) l = 1 + int(rng() % 40);
+  for (int at : {0, 5, 600, 1023, 1024, 1099}) lens[size_t(at)] = 2049 + at;
+  PagedDecodeTuning t;
+  t.big_min_part = 512;  // the long rows split 4 ways (1 + 3 helper splits)
+  run_case<half>({8, 2, 128, 16, lens, t});
+  t.mma_helpers = false;
+  run_case<half>({8, 2, 128, 16, lens, t});
+  t.mma_helpers = true;
+  t.big_splits = 16;  // every row over 512 keys in up to 16 parts
+  t.mma_blocks = 4;
+  run_case<__nv_bfloat16>({8, 2, 128, 7, lens, t});
+}
+
 TEST(PagedAttention, DecodeManyRowsLongOnesSplit) {
   HAYATE_REQUIRE_GPU();
   std::vector<int> lens(200);
