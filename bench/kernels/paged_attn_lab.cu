@@ -407,8 +407,8 @@ int run(int argc, char** argv) {
                              {"1024x192", std::vector<int>(1024, 192)},
                              {"512x256", std::vector<int>(512, 256)}};
   // The default (tensor cores, paged_decode_mma.cu), v2 with its defaults
-  // (mma off), the mma kernel at 4 blocks/SM, with big_splits slots per pair
-  // instead of helper blocks, and with no many-pairs split; the full sweep
+  // (mma off), the mma kernel at 4 blocks/SM, with helper blocks instead of
+  // big_splits slots per pair, and with no many-pairs split; the full sweep
   // adds v2's knobs.
   std::vector<PagedDecodeTuning> tunes = {PagedDecodeTuning{}};
   {
@@ -418,9 +418,9 @@ int run(int argc, char** argv) {
     PagedDecodeTuning m4;
     m4.mma_blocks = 4;
     tunes.push_back(m4);
-    PagedDecodeTuning slots;  // call 1's default: big_splits slots per pair, no helpers
-    slots.mma_helpers = false;
-    tunes.push_back(slots);
+    PagedDecodeTuning helpers;  // many pairs: helper blocks instead of split slots
+    helpers.mma_helpers = true;
+    tunes.push_back(helpers);
     PagedDecodeTuning one;  // many pairs: no split at all
     one.big_splits = 1;
     tunes.push_back(one);
@@ -482,7 +482,7 @@ int run(int argc, char** argv) {
       const std::string name =
           (t == 0 ? std::string("default ") : std::string()) +
           (tu.mma ? "mma" + std::string(tu.mma_blocks >= 4 ? "4 " : " ") +
-                        (tu.mma_helpers ? "" : "slots ")
+                        (tu.mma_helpers ? "helpers " : "")
                   : std::string("v2 ")) +
           "tb " + std::to_string(tu.target_blocks) + " mp " + std::to_string(tu.min_part) + " u " +
           std::to_string(tu.unroll) + (tu.prefetch ? " pf" : "") +

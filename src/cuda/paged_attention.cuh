@@ -75,8 +75,9 @@ struct PagedDecodeTuning {
   bool mma = true;
   int mma_blocks = 3;  // blocks per SM its registers are capped for: 3 (168 regs) or 4 (128)
   // Many pairs: one split slot per pair plus helper blocks that find the rows
-  // to split (paged_decode_mma.cu), instead of big_splits slots per pair.
-  bool mma_helpers = true;
+  // to split (paged_decode_mma.cu), instead of big_splits slots per pair. Off:
+  // slower in the lab (1024 x 192 keys 348 vs 304 us; NOTES "run 2").
+  bool mma_helpers = false;
 };
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
 template <typename T>

@@ -242,7 +242,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 // it reads its row's length (lab, run 2: 300 vs 245 us at 1024 x 192 keys).
 // Instead kHelpers blocks per (kv head, split sp = 1 + blockIdx.z) scan all
 // rows' lengths (kScan per pass, in shared memory) and take every kHelpers-th
-// row that has split sp.
+// row that has split sp. Opt-in (PagedDecodeTuning::mma_helpers): it lost in
+// the lab (1024 x 192: 348 us vs 304 with the slots; 64 x 4000: 374 vs 268),
+// most likely to the serial walk over all kScan entries of s_len per block and
+// to 4 long rows per helper block when all rows split; a block-wide
+// compaction of the long rows is the next thing to try.
 constexpr int kHelpers = 16, kScan = 1024;
 template <typename T, int MINB>
 __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)

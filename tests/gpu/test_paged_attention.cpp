@@ -244,6 +244,7 @@ TEST(PagedAttention, DecodeTensorCoreHelpersVsCpu) {
   for (int at : {0, 5, 600, 1023, 1024, 1099}) lens[size_t(at)] = 2049 + at;
   PagedDecodeTuning t;
   t.big_min_part = 512;  // the long rows split 4 ways (1 + 3 helper splits)
+  t.mma_helpers = true;
   run_case<half>({8, 2, 128, 16, lens, t});
   t.mma_helpers = false;
   run_case<half>({8, 2, 128, 16, lens, t});
