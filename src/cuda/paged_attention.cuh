@@ -47,6 +47,8 @@ void paged_rope_kv(const float* qkv, PagedShape sh, int n_tokens, const float* i
 // ignored; kept for the callers). part_o [n_rows, n_heads, n_splits,
 // head_dim], part_ml [n_rows, n_heads, n_splits, 2] are scratch; out [T,
 // q_dim] in T. Graph-capturable: the launch depends only on n_rows, n_splits.
+// head_dim 128 runs on tensor cores (paged_decode_mma.cu: Q and P rounded to
+// T, fp32 accumulation); 32 and 64 run v2's fp32 math.
 template <typename T>
 void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                             PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int part,
