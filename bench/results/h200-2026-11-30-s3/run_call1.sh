@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Run from the repository root on the GPU machine with out/s3/bins.tar.xz present: the stripped
+# build/release binaries (hayate, gpu_*_tests) in bin/ and their Debian .so files in bin/lib/
+# (see ldd), packed here and carried by the device call (out/s3/p.txt = batch1/p.txt).
 # Session 3 device call: gpu tests, batch 1 vs single stream (interleaved), max-load preset.
 set -uo pipefail
 root=$(pwd); B=out/s3/bin; L=$OUT/logs; J=$OUT/json; mkdir -p $L $J

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Run from the repository root on the GPU machine with out/s3c/bins.tar.xz present: the stripped
+# build/release binaries (hayate, gpu_*_tests) in bin/ and their Debian .so files in bin/lib/
+# (see ldd), packed here and carried by the device call (out/s3c/p.txt = batch1/p.txt).
 # Session 3 final call: gpu tests, batch 1 vs single stream, throughput presets, serving,
 # then the article's comparison (hayate, HF eager, HF + torch.compile). Results are
 # tarred after each section so a cut-short call still returns what it made.
