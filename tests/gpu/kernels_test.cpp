@@ -151,14 +151,16 @@ TYPED_TEST(KernelTest, PrefillRmsnormRopeKvSiluEmbed) {
   auto kg = download_f(kc), vg = download_f(vc);
   expect_close(std::vector<float>(kg.begin() + pos0 * kv_dim, kg.begin() + (pos0 + n) * kv_dim), k, 1e-5f, rt, "k rows");
   expect_close(std::vector<float>(vg.begin() + pos0 * kv_dim, vg.begin() + (pos0 + n) * kv_dim), v, 1e-5f, rt, "v rows");
-  // silu * mul
-  auto gu = random_vec(size_t(n) * 2 * inter, this->rng_, -4.0f, 4.0f);
-  Dev<float> dgu(gu);
-  Dev<T> dact(size_t(n) * inter);
-  silu_mul<T>(dgu.get(), n, inter, dact.get(), nullptr);
-  std::vector<float> act(size_t(n) * inter);
-  cpu::silu_mul(gu.data(), act.data(), n, inter);
-  expect_close(download_f(dact), act, 1e-5f, rt, "silu_mul");
+  // silu * mul: the 4-wide kernel (inter % 4 == 0) and the scalar one (odd inter)
+  for (int width : {inter, inter + 1}) {
+    auto gu = random_vec(size_t(n) * 2 * width, this->rng_, -4.0f, 4.0f);
+    Dev<float> dgu(gu);
+    Dev<T> dact(size_t(n) * width);  // poisoned
+    silu_mul<T>(dgu.get(), n, width, dact.get(), nullptr);
+    std::vector<float> act(size_t(n) * width);
+    cpu::silu_mul(gu.data(), act.data(), n, width);
+    expect_close(download_f(dact), act, 1e-5f, rt, width % 4 ? "silu_mul (scalar)" : "silu_mul");
+  }
   // embedding
   auto table = random_vec(size_t(vocab) * D, this->rng_);
   round_to<T>(table);
