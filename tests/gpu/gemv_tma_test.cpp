@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "cpu/ops.h"
 #include "cuda/ops.h"
+#include "gpu/gemv_ref.h"
 #include "gpu/gpu_test_util.h"
 
 namespace hayate::cuda::test {
@@ -21,7 +22,7 @@ using Types = ::testing::Types<half, __nv_bfloat16>;
 TYPED_TEST_SUITE(GemvTmaTest, Types);
 
 // fp32 sums in another order than the host (inputs are T-rounded).
-constexpr float kAtol = 2e-4f, kRtol = 2e-3f;
+constexpr float kAtol = kGemvAtol, kRtol = kGemvRtol;
 
 // (tma mode, pdl): the launch options every case runs under. Without a
 // previous kernel griddepcontrol.wait returns at once, so PDL here checks the
@@ -72,10 +73,7 @@ TYPED_TEST(GemvTmaTest, GateUpSilu) {
     round_to<T>(nw);
     Dev<T> dW = dev_t<T>(W), dnw = dev_t<T>(nw);
     Dev<float> dh(h), dact(inter);
-    std::vector<float> xn(K), gu(2 * inter), ref(inter);
-    cpu::rmsnorm(h.data(), nw.data(), xn.data(), 1, K, 1e-5f);
-    cpu::matmul(W.data(), xn.data(), gu.data(), 1, 2 * inter, K);
-    cpu::silu_mul(gu.data(), ref.data(), 1, inter);
+    const std::vector<float> ref = ref_gate_up(W, h, nw, inter, K);
     for (auto [tma, pdl] : kModes) {
       SCOPED_TRACE(::testing::Message()
                    << "inter " << inter << " K " << K << " tma " << tma << " pdl " << pdl);
@@ -99,11 +97,7 @@ TYPED_TEST(GemvTmaTest, QkvRopeAndKvAppend) {
   auto inv = random_vec(d / 2, this->rng_, 0.0f, 1.0f);
   round_to<T>(W);
   round_to<T>(nw);
-  std::vector<float> xn(K), qkv(rows);
-  cpu::rmsnorm(h.data(), nw.data(), xn.data(), 1, K, 1e-5f);
-  cpu::matmul(W.data(), xn.data(), qkv.data(), 1, rows, K);
-  cpu::rope(qkv.data(), 1, H + Hkv, d, pos, inv.data());     // q heads then k heads: same rotation
-  const float rt = std::is_same_v<T, half> ? 1e-3f : 8e-3f;  // the cache rounds to T
+  const std::vector<float> qkv = ref_qkv_rope(W, h, nw, H, Hkv, d, K, pos, inv);
   Dev<T> dW = dev_t<T>(W), dnw = dev_t<T>(nw);
   Dev<float> dh(h), dinv(inv);
   Dev<int32_t> dpos(std::vector<int32_t>{pos});
@@ -113,16 +107,7 @@ TYPED_TEST(GemvTmaTest, QkvRopeAndKvAppend) {
     Dev<float> dq(q_dim);
     gemv_qkv_rope<T>(dW.get(), {H, Hkv, d}, K, dh.get(), dnw.get(), 1e-5f, dinv.get(), dpos.get(),
                      dq.get(), kc.get(), vc.get(), GemvLaunch{nullptr, pdl, 0, true, tma});
-    expect_close(dq.download(), std::vector<float>(qkv.begin(), qkv.begin() + q_dim), kAtol, kRtol,
-                 "q");
-    auto k = download_f(kc), v = download_f(vc);
-    expect_close(std::vector<float>(k.begin() + pos * kv_dim, k.begin() + (pos + 1) * kv_dim),
-                 std::vector<float>(qkv.begin() + q_dim, qkv.begin() + q_dim + kv_dim), 1e-4f, rt,
-                 "k row");
-    expect_close(std::vector<float>(v.begin() + pos * kv_dim, v.begin() + (pos + 1) * kv_dim),
-                 std::vector<float>(qkv.begin() + q_dim + kv_dim, qkv.end()), 1e-4f, rt, "v row");
-    for (int i = 0; i < kv_dim; ++i)
-      ASSERT_TRUE(std::isnan(k[(pos - 1) * kv_dim + i])) << "wrote outside row pos";
+    expect_qkv_rope(dq, kc, vc, qkv, q_dim, kv_dim, pos);
   }
 }
 

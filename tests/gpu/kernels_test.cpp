@@ -6,6 +6,7 @@
 #include "core/rng.h"
 #include "cpu/ops.h"
 #include "cuda/ops.h"
+#include "gpu/gemv_ref.h"
 #include "gpu/gpu_test_util.h"
 
 namespace hayate::cuda::test {
@@ -18,7 +19,7 @@ TYPED_TEST_SUITE(KernelTest, Types);
 
 // The GEMV accumulates in fp32 in another order than the host: that is the
 // only difference, so fp32-level tolerances apply (inputs are T-rounded).
-constexpr float kAtol = 2e-4f, kRtol = 2e-3f;
+constexpr float kAtol = kGemvAtol, kRtol = kGemvRtol;
 
 TYPED_TEST(KernelTest, GemvPlainAndNormed) {
   using T = TypeParam;
@@ -81,11 +82,7 @@ TYPED_TEST(KernelTest, GemvGateUpSilu) {
   Dev<T> dW = dev_t<T>(W), dnw = dev_t<T>(nw);
   Dev<float> dh(h), dact(inter);
   gemv_gate_up<T>(dW.get(), inter, K, dh.get(), dnw.get(), 1e-5f, dact.get(), nullptr, false);
-  std::vector<float> xn(K), gu(2 * inter), ref(inter);
-  cpu::rmsnorm(h.data(), nw.data(), xn.data(), 1, K, 1e-5f);
-  cpu::matmul(W.data(), xn.data(), gu.data(), 1, 2 * inter, K);
-  cpu::silu_mul(gu.data(), ref.data(), 1, inter);
-  expect_close(dact.download(), ref, kAtol, kRtol, "silu(gate) * up");
+  expect_close(dact.download(), ref_gate_up(W, h, nw, inter, K), kAtol, kRtol, "silu(gate) * up");
 }
 
 TYPED_TEST(KernelTest, GemvQkvRopeAndKvAppend) {
@@ -103,18 +100,7 @@ TYPED_TEST(KernelTest, GemvQkvRopeAndKvAppend) {
   Dev<int32_t> dpos(std::vector<int32_t>{pos});
   gemv_qkv_rope<T>(dW.get(), {H, Hkv, d}, K, dh.get(), dnw.get(), 1e-5f, dinv.get(), dpos.get(),
                    dq.get(), kc.get(), vc.get(), nullptr, false);
-  std::vector<float> xn(K), qkv(rows);
-  cpu::rmsnorm(h.data(), nw.data(), xn.data(), 1, K, 1e-5f);
-  cpu::matmul(W.data(), xn.data(), qkv.data(), 1, rows, K);
-  cpu::rope(qkv.data(), 1, H + Hkv, d, pos, inv.data());  // q heads then k heads: same rotation
-  expect_close(dq.download(), std::vector<float>(qkv.begin(), qkv.begin() + q_dim), kAtol, kRtol, "q");
-  auto k = download_f(kc), v = download_f(vc);
-  const float rt = std::is_same_v<T, half> ? 1e-3f : 8e-3f;  // the cache rounds to T
-  expect_close(std::vector<float>(k.begin() + pos * kv_dim, k.begin() + (pos + 1) * kv_dim),
-               std::vector<float>(qkv.begin() + q_dim, qkv.begin() + q_dim + kv_dim), 1e-4f, rt, "k row");
-  expect_close(std::vector<float>(v.begin() + pos * kv_dim, v.begin() + (pos + 1) * kv_dim),
-               std::vector<float>(qkv.begin() + q_dim + kv_dim, qkv.end()), 1e-4f, rt, "v row");
-  for (int i = 0; i < kv_dim; ++i) ASSERT_TRUE(std::isnan(k[(pos - 1) * kv_dim + i])) << "wrote outside row pos";
+  expect_qkv_rope(dq, kc, vc, ref_qkv_rope(W, h, nw, H, Hkv, d, K, pos, inv), q_dim, kv_dim, pos);
 }
 
 TYPED_TEST(KernelTest, PrefillRmsnormRopeKvSiluEmbed) {
