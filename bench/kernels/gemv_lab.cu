@@ -21,6 +21,7 @@
 #include "cuda/gemv_tma.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
+#include "cuda/persistent.cuh"
 #include "lab_timing.h"
 
 namespace hayate::cuda {
@@ -137,6 +138,54 @@ double chained_ms(cudaStream_t s, const std::function<void(int)>& body) {
   return ms / kChain;
 }
 
+// Run 12: the persistent decode kernel's machinery (persistent.cuh) on one
+// shape: `n` GEMVs of rotating weight copies in one cooperative launch, one
+// block per SM, a grid barrier after each (as between the decode step's
+// phases; each phase loads x after the barrier), the producer warp streaming
+// the next GEMV's weights while the consumers wait. Per-GEMV time = launch / n.
+template <int R, int G, int NC>
+__global__ void __launch_bounds__(kPersistThreads, 1)
+    persist_chain_kernel(const T* W, size_t copy_elems, int copies, int n, int K, int groups,
+                         const float* x, float* y, unsigned* bar) {
+  extern __shared__ __align__(128) unsigned char stages[];
+  __shared__ __align__(8) uint64_t full[kPersistStages], empty[kPersistStages], done[kPersistParts];
+  __shared__ float part[kPersistParts][kPersistWarps][2];
+  const PersistRing rg{stages, full, empty, done, part};
+  if (threadIdx.x == kGemvThreads) {
+    for (int i = 0; i < kPersistStages; ++i) {
+      mbar_init(smem_u32(&full[i]), 1);
+      mbar_init(smem_u32(&empty[i]), kPersistWarps);
+    }
+    for (int i = 0; i < kPersistParts; ++i) mbar_init(smem_u32(&done[i]), kPersistWarps);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  int j = 0;
+  if (threadIdx.x >= kGemvThreads) {
+    if (threadIdx.x == kGemvThreads)
+      for (int i = 0; i < n; ++i)
+        persist_produce<T, R, G>(rg, W + copy_elems * (i % copies), K, groups, StoreEpi<R>{y}, j);
+    return;
+  }
+  auto from_x = [&](int c, float (&v)[8]) { load8_cg(x + size_t(c) * 8, v); };
+  for (int i = 0; i < n; ++i) {
+    persist_consume<T, R, G, NC, false>(rg, K, groups, nullptr, 0.0f, from_x, StoreEpi<R>{y}, j);
+    grid_sync(bar);
+  }
+}
+
+template <int R, int G, int NC>
+void persist_chain(const T* W, size_t copy_elems, int copies, int n, int rows, int K, const float* x,
+                   float* y, unsigned* bar, cudaStream_t s) {
+  auto kernel = persist_chain_kernel<R, G, NC>;
+  const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
+  HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int sms = 0;
+  HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  launch({unsigned(sms), kPersistThreads, smem, s, false, true}, kernel, W, copy_elems, copies, n, K,
+         rows / R, x, y, bar);
+}
+
 // Decode attention of the 8B shape (32 heads, 8 kv heads, head_dim 128) at
 // contexts of 128 and 4000 keys: the split kernel with its fused combine
 // against the one-pass short kernel (128 keys only), checked against each
@@ -187,7 +236,7 @@ void attention_lab(cudaStream_t s) {
   }
 }
 
-int run() {
+int run(bool persistent_only) {
   cudaStream_t s;
   HAYATE_CUDA_CHECK(cudaStreamCreate(&s));
   cudaDeviceProp prop{};
@@ -225,6 +274,8 @@ int run() {
   std::mt19937_64 rng(7);
   std::printf("\n%-8s %-14s %8s %8s %8s %6s %9s\n", "shape", "variant", "us_iso", "us_chain",
               "GB/s", "%read", "max_err");
+  DeviceBuffer barrier(8);
+  HAYATE_CUDA_CHECK(cudaMemset(barrier.as(), 0, 8));
   for (const Shape& sh : shapes) {
     const size_t n = size_t(sh.rows) * sh.K, bytes = n * sizeof(T);
     const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));
@@ -248,6 +299,30 @@ int run() {
       std::printf("%-8s %-14s %8.1f %8.1f %8.0f %5.1f%% %9.2e%s\n", sh.name, name.c_str(), iso * 1e3,
                   chain * 1e3, gbs, 100 * gbs / read_gbs, err, err < 2e-3 ? "" : "  WRONG");
     };
+    {  // Run 12: the persistent machinery; us_iso = one GEMV per launch, us_chain = per GEMV of 20
+      auto pc = [&](int first, int count) {
+        const T* w0 = W.as<T>() + n * (first % copies);
+        if (sh.K <= 4096)
+          persist_chain<2, 2, 4>(w0, n, copies, count, sh.rows, sh.K, x.as<float>(), y.as<float>(),
+                                 barrier.as<unsigned>(), s);
+        else
+          persist_chain<1, 1, 8>(w0, n, copies, count, sh.rows, sh.K, x.as<float>(), y.as<float>(),
+                                 barrier.as<unsigned>(), s);
+      };
+      HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));  // poison
+      pc(0, 1);
+      std::vector<float> got(sh.rows);
+      HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), y.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
+      const double e = max_rel(got, ref);
+      // The rotation starts at copy i so that no copy is still in L2 from the last launch.
+      const double iso = median_ms(s, 30, [&](int i) { pc(i, 1); });
+      const double chain = median_ms(s, 7, [&](int i) { pc(i * kChain, kChain); }) / kChain;
+      const double gbs = moved / chain / 1e6;
+      std::printf("%-8s %-14s %8.1f %8.1f %8.0f %5.1f%% %9.2e%s\n", sh.name,
+                  sh.K <= 4096 ? "persist R2 G2" : "persist R1 G1", iso * 1e3, chain * 1e3, gbs,
+                  100 * gbs / read_gbs, e, e < 2e-3 ? "" : "  WRONG");
+      if (persistent_only) continue;
+    }
     for (const Variant& v : variants) {
       HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));  // poison
       v.run(W.as<T>(), sh.rows, sh.K, x.as<float>(), y.as<float>(), s);
@@ -395,7 +470,7 @@ int run() {
       row("norm+store", gemv_kernel<T, 2, 4, 8, true, StoreEpi<2>>, sh.rows / 2, nin, StoreEpi<2>{y.as<float>()});
     }
   }
-  attention_lab(s);
+  if (!persistent_only) attention_lab(s);
   std::printf("\nmax_err: max |gpu - cpu| / (|ref| + 1e-2 max|ref|); under 2e-3 passes (fp32 sums in another order).\n");
   return 0;
 }
@@ -403,4 +478,7 @@ int run() {
 }  // namespace
 }  // namespace hayate::cuda
 
-int main() { return hayate::cuda::run(); }
+// --persistent: the read probe and the persistent rows only (run 12).
+int main(int argc, char** argv) {
+  return hayate::cuda::run(argc > 1 && std::string(argv[1]) == "--persistent");
+}

@@ -121,6 +121,10 @@ class CudaBackend final : public Backend {
     HAYATE_CUDA_CHECK(cudaMallocHost(&host_state_, sizeof(StepState)));
     HAYATE_CUDA_CHECK(cudaMallocHost(&host_io_, sizeof(int32_t) * (n + 1)));
 
+    if (tuning_.persistent && persistent_decode_supported(c.hidden_size, c.intermediate_size,
+                                                          c.vocab_size, c.num_heads,
+                                                          c.num_kv_heads, c.head_dim))
+      init_persistent();
     // Two graphs per mode: short contexts take the one-pass attention kernel.
     short_keys_ = attention_short_max_keys(c.head_dim);
     for (int shrt = 0; shrt < 2; ++shrt) {
@@ -200,6 +204,11 @@ class CudaBackend final : public Backend {
     const AttnShape att{c.num_heads, c.num_kv_heads, c.head_dim};
     const int32_t* pos = &state_->pos;
     embed(w_.embed, &state_->token, 1, D, h_, s_, false);                   // h [D] = embed[token]
+    if (persist_.layers) {  // every layer and the LM head in one kernel
+      decode_persistent(persist_, s_);                                      // logits [V]
+      sample(logits_, V, state_, greedy, sample_ws_, token_out_, s_, false);  // token_out
+      return;
+    }
     for (int l = 0; l < c.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[l];
       T* kc = k_cache_ + size_t(l) * max_ctx_ * c.kv_dim();                 // [max_ctx, kv_dim]
@@ -256,6 +265,45 @@ class CudaBackend final : public Backend {
     HAYATE_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &alpha, W,
                                      cuda_type<T>(), K, x, cuda_type<T>(), K, &beta, y, CUDA_R_32F,
                                      N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  // The persistent kernel's arguments: per-layer pointers on the device, its
+  // own attention partials and grid barrier; the activations are decode's.
+  void init_persistent() {
+    const ModelConfig& c = cfg_;
+    std::vector<PersistentLayer<T>> layers;
+    for (int l = 0; l < c.num_layers; ++l) {
+      const LayerWeights<T>& L = w_.layers[l];
+      layers.push_back({L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down,
+                        k_cache_ + size_t(l) * max_ctx_ * c.kv_dim(),
+                        v_cache_ + size_t(l) * max_ctx_ * c.kv_dim()});
+    }
+    auto* d_layers = alloc<PersistentLayer<T>>(bufs_, layers.size());
+    HAYATE_CUDA_CHECK(cudaMemcpy(d_layers, layers.data(), layers.size() * sizeof(layers[0]),
+                                 cudaMemcpyHostToDevice));
+    const size_t splits = size_t(persistent_max_splits());
+    auto* barrier = alloc<unsigned>(bufs_, 2);
+    HAYATE_CUDA_CHECK(cudaMemset(barrier, 0, 2 * sizeof(unsigned)));
+    persist_ = PersistentDecode<T>{d_layers,
+                                   c.num_layers,
+                                   c.hidden_size,
+                                   c.intermediate_size,
+                                   c.vocab_size,
+                                   c.num_heads,
+                                   c.num_kv_heads,
+                                   c.head_dim,
+                                   c.rms_norm_eps,
+                                   w_.final_norm,
+                                   w_.lm_head,
+                                   inv_freq_,
+                                   &state_->pos,
+                                   h_,
+                                   q_,
+                                   act_,
+                                   alloc<float>(bufs_, splits * c.q_dim()),
+                                   alloc<float>(bufs_, splits * c.num_heads * 2),
+                                   logits_,
+                                   barrier};
   }
 
   cudaGraphExec_t capture(bool greedy, bool short_ctx) {
@@ -334,6 +382,7 @@ class CudaBackend final : public Backend {
   StepState* host_state_ = nullptr;
   int32_t* host_io_ = nullptr;
   int short_keys_ = 0;  // contexts up to this many keys use graphs [1]
+  PersistentDecode<T> persist_{};  // layers == nullptr: the per-kernel decode step
   cudaGraphExec_t graph_greedy_[2] = {}, graph_sample_[2] = {};
 };
 

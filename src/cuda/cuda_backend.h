@@ -40,6 +40,10 @@ struct CudaTuning {
   // which would stop a ring GEMV (97 KB of shared memory) from overlapping the
   // kernels around it under PDL. false: the default preference (none).
   bool prefer_shared = false;
+  // Run 12: the decode step's layers and LM head as one persistent kernel
+  // (decode_persistent.cu): no kernel boundaries, weights streamed across
+  // phases. Shapes it has no configuration for keep the per-kernel graph.
+  bool persistent = false;
 };
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options,
                                            const CudaTuning& tuning);

@@ -42,6 +42,10 @@ struct LaunchConfig {
   // kernel on the stream is finishing; it must call griddep_wait() before
   // reading that kernel's outputs (see pdl.cuh).
   bool pdl = false;
+  // Cooperative launch: every block resident at once (the grid barriers of
+  // the persistent decode kernel need it); the runtime refuses a grid that
+  // cannot be.
+  bool cooperative = false;
 };
 
 // launch(cfg, kernel, args...): the only place with a kernel launch.
@@ -53,13 +57,18 @@ void launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&&... args) 
   c.blockDim = cfg.block;
   c.dynamicSmemBytes = cfg.smem;
   c.stream = cfg.stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
   if (cfg.pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    c.attrs = attr;
-    c.numAttrs = 1;
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
   }
+  if (cfg.cooperative) {
+    attr[n].id = cudaLaunchAttributeCooperative;
+    attr[n++].val.cooperative = 1;
+  }
+  c.attrs = n > 0 ? attr : nullptr;
+  c.numAttrs = n;
   HAYATE_CUDA_CHECK(cudaLaunchKernelEx(&c, kernel, std::forward<Args>(args)...));
 #ifndef NDEBUG
   HAYATE_CUDA_CHECK(cudaGetLastError());

@@ -78,6 +78,38 @@ void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* n
                    const float* inv_freq, const int32_t* pos, float* q, T* k_cache, T* v_cache,
                    const GemvLaunch& l);
 
+// ---- decode_persistent.cu: the decode step's layers and LM head, one kernel --
+// One cooperative block per SM walks every phase of the step (persistent.cuh):
+// per layer QKV + RoPE + KV append, attention over [0, *pos], o_proj +
+// residual, gate/up + SiLU*mul, down + residual; then logits = lm_head .
+// rmsnorm(h). h [hidden] holds the embedded token on entry and the final
+// residual stream on exit.
+template <typename T>
+struct PersistentLayer {
+  const T *attn_norm, *wqkv, *wo, *ffn_norm, *w_gate_up, *w_down;
+  T *k_cache, *v_cache;  // [max_ctx, kv_dim] of this layer
+};
+template <typename T>
+struct PersistentDecode {
+  const PersistentLayer<T>* layers;  // device [n_layers]
+  int n_layers, hidden, inter, vocab, n_heads, n_kv_heads, head_dim;
+  float eps;
+  const T *final_norm, *lm_head;
+  const float* inv_freq;  // [head_dim / 2]
+  const int32_t* pos;     // device: the step's position
+  float *h, *q, *act;     // [hidden], [q_dim], [inter]
+  float *part_o, *part_ml;  // [persistent_max_splits(), n_heads, head_dim | 2]
+  float* logits;            // [vocab]
+  unsigned* barrier;        // [2], zeroed once; the kernel leaves it zero
+};
+// Shapes the kernel has a configuration for (Llama 3.x 1B/3B/8B: head_dim 64
+// or 128, up to 4 query heads per kv head, hidden <= 4096, inter <= 16384).
+bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, int n_kv_heads,
+                                 int head_dim);
+int persistent_max_splits();
+template <typename T>
+void decode_persistent(const PersistentDecode<T>& args, cudaStream_t s);
+
 // ---- norm.cu -----------------------------------------------------------------
 // out [n, dim] = rmsnorm(x [n, dim]) * w, fp32 math, rounded to T (GEMM input).
 template <typename T>

@@ -33,7 +33,14 @@ int32_t argmax(std::span<const float> v) {
   return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-class ForwardTest : public ::testing::TestWithParam<DType> {
+// Every test runs per dtype, on the per-kernel decode graph and on the
+// persistent decode kernel (CudaTuning::persistent, decode_persistent.cu).
+struct FwdParam {
+  DType dtype;
+  bool persistent;
+};
+
+class ForwardTest : public ::testing::TestWithParam<FwdParam> {
  protected:
   void SetUp() override {
     if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
@@ -41,7 +48,7 @@ class ForwardTest : public ::testing::TestWithParam<DType> {
     rng_.seed(seed_);
     model_ = std::make_unique<Model>(load_model("dummy:tiny", seed_ % 1000, HAYATE_ASSETS_DIR));
     cpu_ = make_cpu_backend(*model_, {kCtx, DType::F32, 0});
-    gpu_ = make_cuda_backend(*model_, {kCtx, GetParam(), 0});
+    gpu_ = make_cuda_backend(*model_, {kCtx, dtype(), 0}, tuning());
   }
   std::vector<int32_t> random_tokens(int n) {
     std::uniform_int_distribution<int32_t> d(0, model_->config.vocab_size - 1);
@@ -49,6 +56,8 @@ class ForwardTest : public ::testing::TestWithParam<DType> {
     for (auto& x : t) x = d(rng_);
     return t;
   }
+  DType dtype() const { return GetParam().dtype; }
+  CudaTuning tuning() const { return {.persistent = GetParam().persistent}; }
   static constexpr int kCtx = 320;
   static constexpr double kTol = 2e-2;  // relative L2 error of a logits row
   uint64_t seed_ = 0;
@@ -132,7 +141,7 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
     const float kth = sorted[p.top_k - 1];
     const float scale = std::fabs(*std::max_element(
         c.begin(), c.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); }));
-    const float slack = GetParam() == DType::F16 ? 0.0f : 1e-2f * scale;
+    const float slack = dtype() == DType::F16 ? 0.0f : 1e-2f * scale;
     if (c[got] < kth) {
       if (c[got] >= kth - slack) ++near_boundary;
       else ++outside_top_k;
@@ -145,7 +154,7 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
   // move probabilities little, so a draw flips rarely. bf16 logits (~1e-2
   // relative) move them enough to flip many draws: there the check is only
   // that every pick is inside the host's top-k.
-  if (GetParam() == DType::F16) {
+  if (dtype() == DType::F16) {
     EXPECT_GE(same, steps - 3);
   }
   EXPECT_EQ(outside_top_k, 0);
@@ -159,15 +168,44 @@ TEST_P(ForwardTest, BadInputIsAnError) {
   EXPECT_THROW(gpu_->forward(bad, 0, l, false), Error);
   EXPECT_THROW(gpu_->forward({}, 0, l, false), Error);
   EXPECT_THROW(make_cuda_backend(*model_, {kCtx, DType::F32, 0}), Error);
-  EXPECT_THROW(make_cuda_backend(*model_, {1 << 30, GetParam(), 0}), Error);  // KV cache > memory
-  EXPECT_THROW(make_cuda_backend(*model_, {kCtx, GetParam(), 99}), Error);     // no such GPU
+  EXPECT_THROW(make_cuda_backend(*model_, {1 << 30, dtype(), 0}), Error);  // KV cache > memory
+  EXPECT_THROW(make_cuda_backend(*model_, {kCtx, dtype(), 99}), Error);     // no such GPU
   // Still usable after the errors.
   gpu_->forward(ok, 0, l, false);
   EXPECT_TRUE(std::isfinite(l[0]));
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, ForwardTest, ::testing::Values(DType::F16, DType::BF16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+// Long context on the persistent kernel: 1,500 keys make 16 attention splits
+// of two 64-key tiles each (the short contexts above take one tile per
+// split), checked against the CPU reference step by step.
+TEST_P(ForwardTest, LongContextDecodeMatchesCpu) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const size_t V = model_->config.vocab_size;
+  constexpr int kLong = 1600, n = 1500;
+  auto cpu = make_cpu_backend(*model_, {kLong, DType::F32, 0});
+  auto gpu = make_cuda_backend(*model_, {kLong, dtype(), 0}, tuning());
+  auto prompt = random_tokens(n);
+  std::vector<float> c(V), g(V, NAN);
+  cpu->forward(prompt, 0, c, false);
+  gpu->forward(prompt, 0, g, false);
+  ASSERT_LE(rel_err(g, c), kTol) << "prefill";
+  int32_t tok = argmax(c);
+  for (int s = 0; s < 4; ++s) {
+    const int pos = n + s;
+    cpu->forward(std::span(&tok, 1), pos, c, false);
+    gpu->forward(std::span(&tok, 1), pos, g, false);
+    ASSERT_LE(rel_err(g, c), kTol) << "decode at " << pos;
+    tok = argmax(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ForwardTest,
+                         ::testing::Values(FwdParam{DType::F16, false}, FwdParam{DType::BF16, false},
+                                           FwdParam{DType::F16, true}, FwdParam{DType::BF16, true}),
+                         [](const auto& info) {
+                           return std::string(dtype_name(info.param.dtype)) +
+                                  (info.param.persistent ? "_persistent" : "");
+                         });
 
 }  // namespace
 }  // namespace hayate::cuda::test

@@ -1,0 +1,132 @@
+// The persistent decode step (issue 4, run 12): every layer of one decode
+// step and the LM head in one cooperative kernel, one block per SM, phases
+// separated by grid barriers, weights streamed through each block's ring
+// (persistent.cuh says why). Reads top to bottom like CudaBackend::decode_step:
+// per layer QKV (+RMSNorm, RoPE, KV append) -> attention -> o_proj (+residual)
+// -> gate/up (+RMSNorm, SiLU*mul) -> down (+residual); then the LM head
+// (+final RMSNorm). Embedding and sampling stay separate kernels around it.
+#include <algorithm>
+
+#include "core/check.h"
+#include "cuda/launch.h"
+#include "cuda/ops.h"
+#include "cuda/persistent.cuh"
+
+namespace hayate::cuda {
+
+namespace {
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(PersistentDecode<T> a) {
+  extern __shared__ __align__(128) unsigned char stages[];  // [S][32 KB]
+  __shared__ __align__(8) uint64_t full[kPersistStages], empty[kPersistStages], done[kPersistParts];
+  __shared__ float part[kPersistParts][kPersistWarps][2];
+  const PersistRing rg{stages, full, empty, done, part};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int D = a.hidden, I = a.inter, qd = a.n_heads * HD;
+  const int qkv_groups = (a.n_heads + 2 * a.n_kv_heads) * (HD / 2);  // RoPE pairs
+  auto qkv_epi = [&](const PersistentLayer<T>& L) {
+    return QkvRopeEpi<T>{a.q,        L.k_cache,   L.v_cache,     a.pos, a.inv_freq,
+                         HD / 2,     a.n_heads,   a.n_kv_heads};
+  };
+  if (threadIdx.x == kGemvThreads) {
+    for (int s = 0; s < kPersistStages; ++s) {
+      mbar_init(smem_u32(&full[s]), 1);
+      mbar_init(smem_u32(&empty[s]), kPersistWarps);
+    }
+    for (int p = 0; p < kPersistParts; ++p) mbar_init(smem_u32(&done[p]), kPersistWarps);
+    mbar_init_fence();
+  }
+  __syncthreads();  // barriers initialised; the last block-wide barrier
+  int j = 0;        // running tile index: the ring's stage and parity
+
+  if (warp == kPersistWarps) {  // producer: the weight tiles of every phase, in order
+    if (lane == 0) {
+      for (int l = 0; l < a.n_layers; ++l) {
+        const PersistentLayer<T> L = a.layers[l];
+        persist_produce<T, 2, 2>(rg, L.wqkv, D, qkv_groups, qkv_epi(L), j);
+        persist_produce<T, 2, 2>(rg, L.wo, qd, D / 2, ResidualCgEpi<2>{a.h}, j);
+        persist_produce<T, 2, 2>(rg, L.w_gate_up, D, I, SiluMulEpi{a.act, I}, j);
+        persist_produce<T, 1, 1>(rg, L.w_down, I, D, ResidualCgEpi<1>{a.h}, j);
+      }
+      persist_produce<T, 2, 2>(rg, a.lm_head, D, a.vocab / 2, StoreEpi<2>{a.logits}, j);
+    }
+    return;
+  }
+
+  const int keys = *a.pos + 1;  // causal: positions [0, pos]
+  const int nsplit = persist_splits(keys, a.n_kv_heads);
+  auto from_h = [&](int c, float (&v)[8]) { load8_cg(a.h + size_t(c) * 8, v); };
+  auto from_act = [&](int c, float (&v)[8]) { load8_cg(a.act + size_t(c) * 8, v); };
+  auto from_attn = [&](int c, float (&v)[8]) {
+    persist_attn_x<HD>(a.part_o, a.part_ml, a.n_heads, nsplit, c, v);
+  };
+  for (int l = 0; l < a.n_layers; ++l) {
+    const PersistentLayer<T> L = a.layers[l];
+    // q [Hq d] roped; k, v -> cache[pos]
+    persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from_h, qkv_epi(L), j);
+    grid_sync(a.barrier);
+    // partials of attn [Hq d] over the splits of [0, pos]
+    persist_attend<T, HD>(a.q, L.k_cache, L.v_cache, a.n_heads, a.n_kv_heads, keys, a.part_o,
+                          a.part_ml);
+    grid_sync(a.barrier);
+    // h += Wo attn (the splits combined as x is loaded)
+    persist_consume<T, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from_attn,
+                                       ResidualCgEpi<2>{a.h}, j);
+    grid_sync(a.barrier);
+    // act [I] = silu(g) u of rmsnorm(h)
+    persist_consume<T, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from_h, SiluMulEpi{a.act, I}, j);
+    grid_sync(a.barrier);
+    // h += Wdown act
+    persist_consume<T, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from_act, ResidualCgEpi<1>{a.h}, j);
+    grid_sync(a.barrier);
+  }
+  // logits [V] = lm_head rmsnorm(h)
+  persist_consume<T, 2, 2, 4, true>(rg, D, a.vocab / 2, a.final_norm, a.eps, from_h,
+                                    StoreEpi<2>{a.logits}, j);
+}
+
+template <typename T, int HD>
+void launch_persistent(const PersistentDecode<T>& a, cudaStream_t s) {
+  auto kernel = decode_persistent_kernel<T, HD>;
+  const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
+  HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int device = 0, sms = 0, per_sm = 0;
+  HAYATE_CUDA_CHECK(cudaGetDevice(&device));
+  HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  HAYATE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPersistThreads, smem));
+  HAYATE_CHECK(per_sm >= 1, "persistent decode: a block does not fit on an SM");
+  launch({unsigned(sms), kPersistThreads, smem, s, false, true}, kernel, a);
+}
+
+}  // namespace
+
+bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, int n_kv_heads,
+                                 int head_dim) {
+  const int q_dim = n_heads * head_dim;
+  return (head_dim == 32 || head_dim == 64 || head_dim == 128) && n_kv_heads > 0 &&
+         n_heads % n_kv_heads == 0 && n_heads / n_kv_heads <= kPersistMaxGroup &&
+         // The ring's stages hold 4 rows of K <= 4096 (QKV, o_proj, gate/up,
+         // LM head: row pairs) or one row of K <= 16384 (down), 32 KB.
+         hidden % 8 == 0 && hidden <= 4096 && q_dim <= 4096 && inter % 8 == 0 &&
+         inter <= 16384 && vocab % 2 == 0;
+}
+
+int persistent_max_splits() { return kPersistMaxSplits; }
+
+template <typename T>
+void decode_persistent(const PersistentDecode<T>& a, cudaStream_t s) {
+  HAYATE_CHECK(persistent_decode_supported(a.hidden, a.inter, a.vocab, a.n_heads, a.n_kv_heads,
+                                           a.head_dim),
+               "persistent decode: unsupported shape");
+  switch (a.head_dim) {
+    case 32: return launch_persistent<T, 32>(a, s);
+    case 64: return launch_persistent<T, 64>(a, s);
+    default: return launch_persistent<T, 128>(a, s);
+  }
+}
+
+template void decode_persistent<half>(const PersistentDecode<half>&, cudaStream_t);
+template void decode_persistent<__nv_bfloat16>(const PersistentDecode<__nv_bfloat16>&, cudaStream_t);
+
+}  // namespace hayate::cuda

@@ -1,0 +1,405 @@
+// The persistent decode step's machinery (issue 4, run 12): one block per SM,
+// alive for the whole step, streams every weight matrix of the step through a
+// ring of shared-memory stages, and the phases of the step (QKV, attention,
+// o_proj, gate/up, down per layer, then the LM head) meet at grid barriers.
+//
+// Why: a separate kernel per GEMV pays its ramp (first bytes after ~1 us) and
+// its tail (the last wave draining) on every launch: QKV and o_proj reach
+// only 65-84 % of the read bandwidth in the lab (NOTES.md runs 4-11), and
+// programmatic dependent launch recovered little of it. Here the producer warp
+// of each block walks the weight tiles of *all* phases in order, independent
+// of the activations (weights never depend on them), so while the consumer
+// warps wait at a grid barrier or run the attention, the next phase's weights
+// are already landing: up to kPersistStages x 32 KB per SM (25 MB over 132
+// SMs, ~5 us of HBM time) absorb the barrier and the attention.
+//
+// Roles: warps 0-7 consume (the dot products of gemv_tma.cuh: thread t of a
+// group holds its slice of x in registers; a warp reduces each row of a
+// stage; the partial sums meet on `done` mbarriers; warp j % 8 runs tile j's
+// epilogue), warp 8 lane 0 produces (one cp.async.bulk per weight row into
+// the stage, completing on the stage's `full` mbarrier). Producer and
+// consumers count tiles with the same running index j across phases, so the
+// ring's stage (j % S) and parity (j / S) line up without any other protocol.
+//
+// Memory: activations written by one block and read by another inside the
+// kernel (h, q, act, the attention partials, the KV row at pos) are read with
+// ld.global.cg (L2): L1 is not coherent across SMs, and an SM may hold a line
+// of h from an earlier phase.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "cuda/common.cuh"
+#include "cuda/gemv.cuh"
+#include "cuda/gemv_tma.cuh"
+
+namespace hayate::cuda {
+
+constexpr int kPersistStages = 6;
+constexpr int kPersistStageBytes = 32 * 1024;  // 4 rows of K = 4096, or one of K <= 16384
+constexpr int kPersistWarps = kGemvThreads / 32;  // consumer warps
+constexpr int kPersistThreads = kGemvThreads + 32;  // + the producer warp
+constexpr int kPersistParts = 2 * kPersistStages;   // `done` slots (gemv_tma.cuh: P = 2S)
+constexpr int kPersistMaxGroup = 4;                 // query heads per kv head
+constexpr int kPersistMaxSplits = 16;               // attention splits per kv head
+constexpr int kPersistTile = 64;                    // keys per attention tile
+
+// The block's ring: stages in dynamic shared memory, barriers and partial sums
+// in static shared memory (declared by the kernel, passed here).
+struct PersistRing {
+  unsigned char* stages;  // [kPersistStages][kPersistStageBytes]
+  uint64_t* full;         // [kPersistStages]: 1 arrival (the producer) + the bytes
+  uint64_t* empty;        // [kPersistStages]: one arrival per consumer warp
+  uint64_t* done;         // [kPersistParts]: one arrival per consumer warp
+  float (*part)[kPersistWarps][2];  // [kPersistParts]: each warp's row sums of a tile
+};
+
+// Barrier of the 256 consumer threads only (named barrier 1; the producer
+// warp never takes part, and nobody uses __syncthreads after the role split).
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(kGemvThreads) : "memory");
+}
+
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Grid barrier of the consumers of all blocks. bar [2]: arrivals, generation;
+// zero before the first launch, and left so by every barrier (the last
+// arrival resets the count before it releases the next generation), so it
+// needs no reset between launches. Requires every block to be resident: the
+// kernel is launched cooperatively with at most one block per SM.
+__device__ __forceinline__ void grid_sync(unsigned* bar) {
+  consumer_sync();  // this block's writes are done (and seen by thread 0)
+  if (threadIdx.x == 0) {
+    // The generation cannot move before our own arrival: read it first.
+    const unsigned gen = ld_acquire_gpu(bar + 1);
+    __threadfence();  // cumulative: the block's writes before our arrival
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      atomicExch(bar, 0u);
+      __threadfence();
+      atomicAdd(bar + 1, 1u);  // release the waiting blocks
+    } else {
+      while (ld_acquire_gpu(bar + 1) == gen) {
+      }
+    }
+    __threadfence();
+  }
+  consumer_sync();
+}
+
+// 8 floats at p (16-byte aligned) through L2 only.
+__device__ __forceinline__ void load8_cg(const float* p, float (&v)[8]) {
+  const float4 a = __ldcg(reinterpret_cast<const float4*>(p));
+  const float4 b = __ldcg(reinterpret_cast<const float4*>(p) + 1);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+// h[row] += sum, reading h through L2 (gemv.cuh's ResidualEpi reads it through
+// L1, which may hold a line another block has since changed).
+template <int R>
+struct ResidualCgEpi {
+  float* h;
+  using Pre = NoPre;
+  __device__ int row(int g, int r) const { return g * R + r; }
+  __device__ void store(int g, const float (&acc)[R], Pre) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) h[g * R + r] = __ldcg(h + g * R + r) + acc[r];
+  }
+};
+
+// ---- producer: the weight tiles of one phase --------------------------------
+// Tile = G row groups of R rows (epi.row maps them); block b takes tiles
+// b, b + gridDim.x, ... Lane 0 of the producer warp only.
+template <typename T, int R, int G, typename Epi>
+__device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* __restrict__ W,
+                                                int K, int groups, const Epi& epi, int& j) {
+  const uint32_t row_bytes = uint32_t(K) * sizeof(T);
+  const int ntiles = (groups + G - 1) / G;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, ++j) {
+    const int buf = j % kPersistStages;
+    if (j >= kPersistStages)  // every consumer warp released tile j - S
+      mbar_wait(smem_u32(&rg.empty[buf]), uint32_t((j - kPersistStages) / kPersistStages) & 1u);
+    const uint32_t bar = smem_u32(&rg.full[buf]);
+    const int ng = min(G, groups - tile * G);
+    mbar_expect(bar, uint32_t(ng) * R * row_bytes);
+    unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes;
+    for (int s = 0; s < ng; ++s)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        bulk_g2s(smem_u32(st + (s * R + r) * row_bytes), W + size_t(epi.row(tile * G + s, r)) * K,
+                 row_bytes, bar);
+  }
+}
+
+// ---- consumers: one GEMV phase ----------------------------------------------
+// y rows of W [rows, K] . x, x chunk c (8 elements) from xfn(c, v[8]); with
+// kNorm, x * norm_w scaled by rsqrt(mean(x^2) + eps) (applied to the sums, as
+// gemv.cuh). NC: chunks per thread (K <= NC * 8 * 256 / G).
+template <typename T, int R, int G, int NC, bool kNorm, typename Epi, typename XFn>
+__device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, int groups,
+                                                const T* __restrict__ norm_w, float eps, XFn xfn,
+                                                const Epi& epi, int& j) {
+  constexpr int kGroupThreads = kGemvThreads / G;
+  constexpr int kWarpsPerGroup = kGroupThreads / 32;
+  static_assert(kGemvThreads % (32 * G) == 0 && G <= 32 && R <= 2);
+  const int tid = threadIdx.x, t = tid % kGroupThreads, slot = tid / kGroupThreads;
+  const int warp = tid / 32, lane = tid % 32;
+  const int nchunks = K / 8;
+  const uint32_t row_bytes = uint32_t(K) * sizeof(T);
+
+  float xr[NC][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int jj = 0; jj < NC; ++jj) {
+    const int c = t + jj * kGroupThreads;
+    if (c < nchunks) {
+      float v[8];
+      xfn(c, v);
+      float n[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+      if constexpr (kNorm) {
+        unpack8<T>(__ldg(reinterpret_cast<const uint4*>(norm_w) + c), n);
+        if (slot == 0)  // every group holds the whole x: count it once
+#pragma unroll
+          for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) xr[jj][e] = v[e] * n[e];
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) xr[jj][e] = 0.0f;
+    }
+  }
+  float rstd = 1.0f;
+  if constexpr (kNorm) {
+    __shared__ float red[kPersistWarps];
+    ss = warp_sum(ss);
+    if (lane == 0) red[warp] = ss;
+    consumer_sync();  // red complete (rewritten only after the next grid barrier)
+    ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPersistWarps; ++i) ss += red[i];
+    rstd = rsqrtf(ss / float(K) + eps);
+  }
+
+  const int ntiles = (groups + G - 1) / G;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, ++j) {
+    const int buf = j % kPersistStages, p = j % kPersistParts;
+    mbar_wait(smem_u32(&rg.full[buf]), uint32_t(j / kPersistStages) & 1u);
+    const unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes + slot * R * row_bytes;
+    float acc[R] = {};
+#pragma unroll
+    for (int jj = 0; jj < NC; ++jj) {
+      const int c = t + jj * kGroupThreads;
+      if (c < nchunks) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint4 w = *reinterpret_cast<const uint4*>(st + r * row_bytes + size_t(c) * 16);
+          float f[8];
+          unpack8<T>(w, f);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+    __syncwarp();  // every lane is done reading the stage
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) rg.part[p][warp][r] = acc[r];
+      mbar_arrive(smem_u32(&rg.empty[buf]));
+      mbar_arrive(smem_u32(&rg.done[p]));  // release: part is visible to the waiter
+    }
+    if (warp == j % kPersistWarps) {  // this tile's epilogue
+      mbar_wait(smem_u32(&rg.done[p]), uint32_t(j / kPersistParts) & 1u);
+      const int g = tile * G + lane;
+      if (lane < G && g < groups) {
+        float sum[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          sum[r] = 0.0f;
+#pragma unroll
+          for (int i = 0; i < kWarpsPerGroup; ++i) sum[r] += rg.part[p][lane * kWarpsPerGroup + i][r];
+          sum[r] *= rstd;
+        }
+        epi.store(g, sum, typename Epi::Pre{});
+      }
+    }
+  }
+}
+
+// ---- consumers: decode attention over [0, keys) ------------------------------
+// Splits of the key range per kv head (persist_splits), items (kv head, split)
+// spread over the blocks; each item walks its keys in tiles of 64 with an
+// online softmax (attention.cu's decode kernel, 256 threads) and writes its
+// unnormalised output and (max, sum) per query head to part_o [split, n_heads,
+// HD] and part_ml [split, n_heads, 2]; persist_attn_x combines them.
+__device__ __forceinline__ int persist_splits(int keys, int n_kv_heads) {
+  const int by_blocks = max(1, min(kPersistMaxSplits, int(gridDim.x) / n_kv_heads));
+  return min(by_blocks, (keys + kPersistTile - 1) / kPersistTile);
+}
+
+template <typename T, int HD>
+__device__ __forceinline__ void persist_attend(const float* q, const T* kc, const T* vc,
+                                               int n_heads, int n_kv_heads, int keys,
+                                               float* part_o, float* part_ml) {
+  constexpr int TPK = HD / 8;                 // threads per key row, 16 bytes each
+  constexpr int KP = kGemvThreads / TPK;      // keys side by side
+  constexpr int kPasses = (kPersistTile + KP - 1) / KP;
+  constexpr int GM = kPersistMaxGroup;
+  static_assert(TPK <= 32 && 32 % TPK == 0);
+  __shared__ float qs[GM][HD];
+  __shared__ float sc[GM][kPersistTile];
+  __shared__ float alpha_s[GM], m_s[GM], l_s[GM];
+  __shared__ float red[kPersistWarps][GM][HD];
+  const int G = n_heads / n_kv_heads, kv_dim = n_kv_heads * HD;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int c = tid % TPK, kj = tid / TPK;
+  const int nsplit = persist_splits(keys, n_kv_heads);
+  const int per = (keys + nsplit - 1) / nsplit;
+  const float scale = rsqrtf(float(HD));
+
+  for (int item = blockIdx.x; item < n_kv_heads * nsplit; item += gridDim.x) {
+    const int kvh = item % n_kv_heads, split = item / n_kv_heads;
+    const int start = split * per, end = min(keys, start + per);
+    for (int i = tid; i < G * HD; i += kGemvThreads)
+      qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * scale;
+    if (tid < GM) {
+      m_s[tid] = -FLT_MAX;
+      l_s[tid] = 0.0f;
+    }
+    consumer_sync();  // qs, m_s, l_s
+    const size_t col = size_t(kvh) * HD + c * 8;
+    float acc[GM][8] = {};
+    for (int t0 = start; t0 < end; t0 += kPersistTile) {
+      const int nt = min(kPersistTile, end - t0);
+      uint4 rows[kPasses];
+#pragma unroll
+      for (int p = 0; p < kPasses; ++p) {
+        const int jk = p * KP + kj;
+        rows[p] = jk < nt ? __ldcg(reinterpret_cast<const uint4*>(kc + size_t(t0 + jk) * kv_dim + col))
+                          : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int p = 0; p < kPasses; ++p) {
+        const int jk = p * KP + kj;
+        float f[8];
+        unpack8<T>(rows[p], f);
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+          if (g >= G) break;
+          float s = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) s += f[e] * qs[g][c * 8 + e];
+#pragma unroll
+          for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+          if (c == 0 && jk < nt) sc[g][jk] = s;
+        }
+      }
+#pragma unroll
+      for (int p = 0; p < kPasses; ++p) {  // V rows in flight during the softmax
+        const int jk = p * KP + kj;
+        rows[p] = jk < nt ? __ldcg(reinterpret_cast<const uint4*>(vc + size_t(t0 + jk) * kv_dim + col))
+                          : make_uint4(0, 0, 0, 0);
+      }
+      consumer_sync();  // scores of the tile
+      for (int g = warp; g < G; g += kPersistWarps) {
+        const float v0 = lane < nt ? sc[g][lane] : -FLT_MAX;
+        const float v1 = lane + 32 < nt ? sc[g][lane + 32] : -FLT_MAX;
+        const float m_old = m_s[g];
+        const float m_new = fmaxf(m_old, warp_max(fmaxf(v0, v1)));
+        const float p0 = lane < nt ? __expf(v0 - m_new) : 0.0f;
+        const float p1 = lane + 32 < nt ? __expf(v1 - m_new) : 0.0f;
+        sc[g][lane] = p0;
+        sc[g][lane + 32] = p1;
+        const float sum = warp_sum(p0 + p1);
+        if (lane == 0) {
+          const float alpha = __expf(m_old - m_new);
+          alpha_s[g] = alpha;
+          l_s[g] = l_s[g] * alpha + sum;
+          m_s[g] = m_new;
+        }
+      }
+      consumer_sync();  // probabilities and alpha
+#pragma unroll
+      for (int g = 0; g < GM; ++g) {
+        if (g >= G) break;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] *= alpha_s[g];
+      }
+#pragma unroll
+      for (int p = 0; p < kPasses; ++p) {
+        const int jk = p * KP + kj;
+        if (jk >= nt) break;
+        float f[8];
+        unpack8<T>(rows[p], f);
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+          if (g >= G) break;
+          const float pr = sc[g][jk];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[g][e] += pr * f[e];
+        }
+      }
+      consumer_sync();  // sc and alpha_s are rewritten by the next tile
+    }
+    // Sum the key lanes: those of a warp by shuffles, then the 8 warps.
+#pragma unroll
+    for (int g = 0; g < GM; ++g) {
+      if (g >= G) break;
+#pragma unroll
+      for (int o = TPK; o < 32; o <<= 1)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], o);
+      if (lane < TPK)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) red[warp][g][c * 8 + e] = acc[g][e];
+    }
+    consumer_sync();  // every warp's partial outputs
+    for (int i = tid; i < G * HD; i += kGemvThreads) {
+      const int g = i / HD, d = i % HD, head = kvh * G + g;
+      float o = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kPersistWarps; ++w) o += red[w][g][d];
+      part_o[(size_t(split) * n_heads + head) * HD + d] = o;
+      if (d == 0) {
+        part_ml[(size_t(split) * n_heads + head) * 2] = m_s[g];  // -FLT_MAX for an empty split
+        part_ml[(size_t(split) * n_heads + head) * 2 + 1] = l_s[g];
+      }
+    }
+    consumer_sync();  // red, m_s, l_s are reused by the next item
+  }
+}
+
+// Chunk c (8 elements) of the attention output: the splits combined,
+// sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
+template <int HD>
+__device__ __forceinline__ void persist_attn_x(const float* part_o, const float* part_ml,
+                                               int n_heads, int nsplit, int c, float (&v)[8]) {
+  const int head = c * 8 / HD, d0 = c * 8 % HD;
+  float m = -FLT_MAX;
+  for (int s = 0; s < nsplit; ++s) m = fmaxf(m, __ldcg(part_ml + (size_t(s) * n_heads + head) * 2));
+  float den = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) v[e] = 0.0f;
+  for (int s = 0; s < nsplit; ++s) {
+    const float ms = __ldcg(part_ml + (size_t(s) * n_heads + head) * 2);
+    const float w = ms == -FLT_MAX ? 0.0f : __expf(ms - m);
+    den += w * __ldcg(part_ml + (size_t(s) * n_heads + head) * 2 + 1);
+    float o[8];
+    load8_cg(part_o + (size_t(s) * n_heads + head) * HD + d0, o);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] += w * o[e];
+  }
+  const float inv = 1.0f / den;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) v[e] *= inv;
+}
+
+}  // namespace hayate::cuda
