@@ -46,6 +46,39 @@ __global__ void silu_mul4_kernel(const float* __restrict__ gu, int n, int inter,
   }
 }
 
+// T input (the gate/up GEMM writes T when its output only feeds this kernel:
+// half the bytes of fp32 on both sides). inter % 8 == 0: eight elements per
+// thread from one 16-byte load of gate and one of up, rows on grid.y.
+template <typename T>
+__global__ void silu_mul8_t_kernel(const T* __restrict__ gu,  // [n, 2 inter]: gate ; up
+                                   int n, int inter, T* __restrict__ out) {  // [n, inter]
+  const int j8 = blockIdx.x * blockDim.x + threadIdx.x;  // elements 8 j8 .. 8 j8 + 7
+  if (8 * j8 >= inter) return;
+  for (int row = blockIdx.y; row < n; row += gridDim.y) {
+    const T* g_row = gu + size_t(row) * 2 * inter;
+    const uint4 g = reinterpret_cast<const uint4*>(g_row)[j8];
+    const uint4 u = reinterpret_cast<const uint4*>(g_row + inter)[j8];
+    const T* gv = reinterpret_cast<const T*>(&g);
+    const T* uv = reinterpret_cast<const T*>(&u);
+    uint4 o;
+    T* ov = reinterpret_cast<T*>(&o);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ov[e] = from_f32<T>(silu(to_f32(gv[e])) * to_f32(uv[e]));
+    reinterpret_cast<uint4*>(out + size_t(row) * inter)[j8] = o;
+  }
+}
+
+// T input, any inter: columns on grid.x (grid-stride), rows on grid.y.
+template <typename T>
+__global__ void silu_mul_t_kernel(const T* __restrict__ gu, int n, int inter,
+                                  T* __restrict__ out) {
+  for (int row = blockIdx.y; row < n; row += gridDim.y) {
+    const T* g_row = gu + size_t(row) * 2 * inter;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < inter; j += gridDim.x * blockDim.x)
+      out[size_t(row) * inter + j] = from_f32<T>(silu(to_f32(g_row[j])) * to_f32(g_row[inter + j]));
+  }
+}
+
 // ---- launchers -------------------------------------------------------------------
 
 template <typename T>
@@ -64,5 +97,23 @@ void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s) {
 
 template void silu_mul<half>(const float*, int, int, half*, cudaStream_t);
 template void silu_mul<__nv_bfloat16>(const float*, int, int, __nv_bfloat16*, cudaStream_t);
+
+template <typename T>
+void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s) {
+  if (n <= 0) return;
+  const unsigned rows = unsigned(std::min(n, 65535));
+  if (inter % 8 == 0 && reinterpret_cast<uintptr_t>(gu) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+    launch({dim3(ceil_div(size_t(inter / 8), 256), rows), 256, 0, s}, silu_mul8_t_kernel<T>, gu, n,
+           inter, out);
+    return;
+  }
+  launch({dim3(std::min(ceil_div(size_t(inter), 256), 64u), rows), 256, 0, s}, silu_mul_t_kernel<T>,
+         gu, n, inter, out);
+}
+
+template void silu_mul<half>(const half*, int, int, half*, cudaStream_t);
+template void silu_mul<__nv_bfloat16>(const __nv_bfloat16*, int, int, __nv_bfloat16*,
+                                      cudaStream_t);
 
 }  // namespace hayate::cuda

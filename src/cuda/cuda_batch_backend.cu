@@ -16,13 +16,22 @@
 // Steps whose decode rows all have contexts of at most 128 keys (head_dim 128)
 // run the one-pass short-context attention (paged_decode_short.cu): buckets
 // up to kShortGraphMaxRows have a second graph for it.
+// GEMMs (HAYATE_BATCH_GEMM=lt, the default): cuBLASLt with the algorithm of
+// each shape and power-of-two row tier picked by a start-up timing (gemm_lt.h);
+// QKV and gate/up write T (their only readers, paged_rope_kv and silu_mul, take
+// T), o_proj and down accumulate into the fp32 residual, the LM head writes
+// fp32 logits. HAYATE_BATCH_GEMM=ex keeps the previous path (cublasGemmEx, fp32
+// outputs everywhere) for same-binary comparisons (bench/kernels/NOTES.md, "GEMM lab").
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "core/check.h"
@@ -31,6 +40,7 @@
 #include "cuda/buffer.h"
 #include "cuda/cuda_batch_backend.h"
 #include "cuda/device_info.h"
+#include "cuda/gemm_lt.h"
 #include "cuda/gemv_batched.h"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
@@ -116,6 +126,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     sampler_ = sampler ? sampler : "auto";
     HAYATE_CHECK(sampler_ == "auto" || sampler_ == "batched" || sampler_ == "rows",
                  "HAYATE_BATCH_SAMPLER must be auto, batched or rows, got '", sampler_, "'");
+    const char* gemm = std::getenv("HAYATE_BATCH_GEMM");
+    const std::string gemm_s = gemm ? gemm : "lt";
+    HAYATE_CHECK(gemm_s == "lt" || gemm_s == "ex", "HAYATE_BATCH_GEMM must be lt or ex, got '",
+                 gemm_s, "'");
 
     HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
     device_ = o.device;
@@ -125,9 +139,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     cublas_ws_ = DeviceBuffer(kCublasWorkspace);
     HAYATE_CUBLAS_CHECK_B(cublasSetWorkspace(cublas_, cublas_ws_.as(), kCublasWorkspace));
     paged_attention_init();
+    if (gemm_s == "lt") lt_ = std::make_unique<LtGemm>(cublas_ws_.as(), kCublasWorkspace);
 
     w_ = upload_weights<T>(model, s_);
     alloc_workspace();
+    tune_gemms();
     alloc_pool(o);
     short_keys_ = paged_decode_short_max_keys(c_.head_dim);
     capture_graphs();
@@ -259,6 +275,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     // attention writes fp32 and o_proj is its residual GEMV (the batched GEMV
     // at one row streams its weights slower: start-up timings, b1 gemv vs fused).
     const bool f32_attn = mm.fused && short_attn && n_dec > 0;
+    // QKV and gate/up in T where cuBLASLt runs them (GEMV rows stay fp32).
+    const bool t_out = lt_ && !mm.fused && rows > mm.gemv_rows;
+    T* big_t = reinterpret_cast<T*>(big_);
     embed(w_.embed, d_tokens_, rows, D, h_, s_, false);  // H [rows, D]
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
@@ -268,9 +287,14 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
         gemv_qkv_rope_paged(L.wqkv, pq, D, h_, L.attn_norm, eps, inv_freq_, d_pos_, d_tables_, q_,
                             kp, vp, s_);
       } else {
-        rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);                 // XN [rows, D]
-        matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, mm);              // QKV [rows, qkv]
-        paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
+        rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);  // XN [rows, D]
+        if (t_out) {
+          gemm(L.wqkv, xn_, rows, qkvd, D, big_t, false);                   // QKV [rows, qkv] T
+          paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
+        } else {
+          matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, mm);              // QKV [rows, qkv]
+          paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
+        }
       }
       if (f32_attn)  // ATT [1, qd] fp32: one pass, no split
         paged_attention_decode_short(q_, kp, vp, sh, meta, dec_rows, n_dec, attn_f_, s_);
@@ -291,9 +315,14 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
         gemv_residual(L.w_down, D, I, big_, h_, s_, false);                     // H += ACT Wd^T
         continue;
       }
-      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);            // XN [rows, D]
-      matmul(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f, mm);  // GU [rows, 2I]
-      silu_mul(big_, rows, I, xn_, s_);                          // ACT [rows, I]
+      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);  // XN [rows, D]
+      if (t_out) {
+        gemm(L.w_gate_up, xn_, rows, 2 * I, D, big_t, false);  // GU [rows, 2I] T
+        silu_mul(big_t, rows, I, xn_, s_);                      // ACT [rows, I]
+      } else {
+        matmul(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f, mm);  // GU [rows, 2I]
+        silu_mul(big_, rows, I, xn_, s_);                          // ACT [rows, I]
+      }
       matmul(L.w_down, xn_, rows, D, I, h_, 1.0f, mm);           // H += ACT Wd^T
     }
     if (m == 0) return;
@@ -313,16 +342,55 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     if (m <= mm.gemv_rows)
       gemv_batched(W, x, m, N, K, y, beta, s_);
     else
-      gemm(W, x, m, N, K, y, beta);
+      gemm(W, x, m, N, K, y, beta != 0.0f);
   }
 
-  // y [m, N] = x [m, K] . W [N, K]^T + beta y (fp32 out). Column-major view:
-  // y^T (N x m) = W^T (N x K, W stored K x N) . x^T (K x m).
-  void gemm(const T* W, const T* x, int m, int N, int K, float* y, float beta) {
-    const float alpha = 1.0f;
+  // y [m, N] = x [m, K] . W [N, K]^T (+ y when accumulate), y in E (float or
+  // T), fp32 accumulation: cuBLASLt's tuned algorithm, else (no plan, or the
+  // tier's algorithm refuses m) cublasGemmEx. Column-major view: y^T (N x m) =
+  // W^T (N x K, W stored K x N) . x^T (K x m).
+  template <typename E>
+  void gemm(const T* W, const T* x, int m, int N, int K, E* y, bool accumulate) {
+    const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : cublas_type<T>();
+    if (lt_ && lt_->run_tuned({N, K, cublas_type<T>(), out, accumulate}, m, W, x, y, s_)) return;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     HAYATE_CUBLAS_CHECK_B(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &alpha, W,
-                                       cublas_type<T>(), K, x, cublas_type<T>(), K, &beta, y,
-                                       CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                       cublas_type<T>(), K, x, cublas_type<T>(), K, &beta, y, out,
+                                       N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  // The cuBLASLt plans (lt path): every GEMM shape of forward() timed at row
+  // tiers 16, 32, ..., and max_num_batched_tokens (LM head: up to
+  // max_num_seqs) on the real weights of layer 0 and random activations; each
+  // product then runs the algorithm of its tier (the smallest >= its rows).
+  // Once, before capture: no heuristic or timing happens per step.
+  void tune_gemms() {
+    if (!lt_) return;
+    const int D = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim();
+    const auto tiers = [](int top) {
+      std::vector<int> t;
+      for (int m = 16; m < top; m *= 2) t.push_back(m);
+      t.push_back(top);
+      return t;
+    };
+    const std::vector<int> rows = tiers(max_tokens_), heads = tiers(max_seqs_);
+    const size_t xn_elems = size_t(max_tokens_) * size_t(std::max(D, I));
+    fill_dummy<T>(xn_, xn_elems, 1, 0, 1.0f, 0.0f, 0, s_);  // activations of about unit size
+    fill_dummy<T>(attn_, size_t(max_tokens_) * qd, 1, 1, 1.0f, 0.0f, 0, s_);
+    fill_dummy<T>(last_, size_t(max_seqs_) * D, 1, 2, 1.0f, 0.0f, 0, s_);
+    const LayerWeights<T>& L = w_.layers[0];
+    const cudaDataType_t t = cublas_type<T>(), f = CUDA_R_32F;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string r;
+    constexpr int kCands = 4, kReps = 3;
+    r += " qkv" + lt_->tune({c_.qkv_dim(), D, t, t, false}, rows, kCands, kReps, L.wqkv, xn_, big_, s_);
+    r += " o" + lt_->tune({D, qd, t, f, true}, rows, kCands, kReps, L.wo, attn_, h_, s_);
+    r += " gate_up" + lt_->tune({2 * I, D, t, t, false}, rows, kCands, kReps, L.w_gate_up, xn_, big_, s_);
+    r += " down" + lt_->tune({D, I, t, f, true}, rows, kCands, kReps, L.w_down, xn_, h_, s_);
+    r += " lm_head" + lt_->tune({c_.vocab_size, D, t, f, false}, heads, kCands, kReps, w_.lm_head, last_, logits_, s_);
+    std::fprintf(stderr, "hayate: cuBLASLt algorithms picked in %.0f ms (best of %d per tier; rows:us):%s\n",
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                 kCands, r.c_str());
   }
 
   // Rows with temperature > 0 overwrite their greedy pick (engine/sampling.h
@@ -529,6 +597,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   cudaStream_t s_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer cublas_ws_;
+  std::unique_ptr<LtGemm> lt_;  // null: HAYATE_BATCH_GEMM=ex (cublasGemmEx, fp32 outputs)
   DeviceWeights<T> w_;
   std::vector<DeviceBuffer> bufs_;
   DeviceBuffer k_pool_, v_pool_;  // [layers, num_blocks + 1, block_size, kv_dim] each

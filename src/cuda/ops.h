@@ -127,11 +127,23 @@ void embed(const T* table, const int32_t* tokens, int n, int dim, float* h, cuda
 template <typename T>
 void rope_kv(const float* qkv, QkvShape shape, int n, const float* inv_freq, const int32_t* pos0,
              float* q, T* k_cache, T* v_cache, cudaStream_t s);
+// Batched backend: qkv [n_tokens, q_dim + 2 kv_dim] in T (the QKV GEMM's T
+// output) -> q [n_tokens, q_dim] roped (fp32); roped k and v into the paged
+// pools at each token's (block, row). The fp32-input twin is in
+// paged_attention.cuh; shapes and metadata as there.
+struct PagedShape;
+struct PagedMeta;
+template <typename T>
+void paged_rope_kv(const T* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
+                   PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s);
 
 // ---- activation.cu -----------------------------------------------------------
 // Prefill: gu [n, 2 inter] (fp32) -> out [n, inter] = silu(gate) * up in T.
 template <typename T>
 void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s);
+// The same from gu [n, 2 inter] in T (the batched backend's gate/up GEMM output).
+template <typename T>
+void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s);
 
 // ---- attention.cu ------------------------------------------------------------
 // Causal attention of n queries at positions *pos0 + i against the cache rows

@@ -4,6 +4,8 @@
 // bad input; then the Engine over the GPU backend: batched ids equal
 // single-request ids, also across preemption with a tiny pool. The samplers:
 // test_batch_sampling.cpp. Fixture: batch_fixture.h.
+#include <tuple>
+
 #include "gpu/batch_fixture.h"
 
 namespace hayate::batch_test {
@@ -21,12 +23,17 @@ struct Seq {
 // Both matmul paths of the decode graphs: cuBLAS everywhere, and batched
 // GEMVs for every bucket of this test (max 8 seqs; bucket 1 = the fused
 // single-stream GEMVs, reached when only one sequence is left) and for the
-// eager steps' products of up to 8 rows.
-class BatchStepsTest : public BatchBackendTest,
-                       public ::testing::WithParamInterface<DecodeMatmul> {};
+// eager steps' products of up to 8 rows. cuBLAS runs as the backend's lt path
+// (tuned cuBLASLt, QKV and gate/up in T) and as the previous ex path
+// (HAYATE_BATCH_GEMM=ex: cublasGemmEx, fp32 outputs).
+class BatchStepsTest
+    : public BatchBackendTest,
+      public ::testing::WithParamInterface<std::tuple<DecodeMatmul, const char*>> {};
 
 TEST_P(BatchStepsTest, StepsMatchCpuPagedAndSingleSequence) {
-  std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, options(80), GetParam());
+  const EnvGuard gemm("HAYATE_BATCH_GEMM", std::get<1>(GetParam()));
+  std::unique_ptr<BatchBackend> gpu =
+      make_cuda_batch_backend(*model_, options(80), std::get<0>(GetParam()));
   std::unique_ptr<BatchBackend> cpu = make_cpu_paged_backend(*model_, options(80));
   ASSERT_EQ(gpu->num_blocks(), 80);
   std::mt19937 rng(1234);
@@ -98,11 +105,14 @@ TEST_P(BatchStepsTest, StepsMatchCpuPagedAndSingleSequence) {
   EXPECT_GT(single_steps, 0) << "the batch-1 graph was not exercised";
 }
 
-INSTANTIATE_TEST_SUITE_P(Matmul, BatchStepsTest,
-                         ::testing::Values(DecodeMatmul::kCublas, DecodeMatmul::kGemv),
-                         [](const ::testing::TestParamInfo<DecodeMatmul>& i) {
-                           return std::string(i.param == DecodeMatmul::kGemv ? "Gemv" : "Cublas");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Matmul, BatchStepsTest,
+    ::testing::Values(std::tuple{DecodeMatmul::kCublas, "lt"},
+                      std::tuple{DecodeMatmul::kCublas, "ex"}, std::tuple{DecodeMatmul::kGemv, "lt"}),
+    [](const ::testing::TestParamInfo<std::tuple<DecodeMatmul, const char*>>& i) {
+      return std::string(std::get<0>(i.param) == DecodeMatmul::kGemv ? "Gemv" : "Cublas") +
+             (std::string(std::get<1>(i.param)) == "ex" ? "Ex" : "");
+    });
 
 // Contexts past one decode partition (512 keys with max_model_len 2048): the
 // split-KV decode kernel and its combine, in graph replays of bucket 2.

@@ -1,0 +1,144 @@
+// cuBLASLt GEMMs with a per-shape, per-tier algorithm picked by timing (gemm_lt.h).
+#include "cuda/gemm_lt.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/check.h"
+#include "cuda/launch.h"
+
+#define HAYATE_CUBLASLT_CHECK(expr)                                                        \
+  do {                                                                                     \
+    cublasStatus_t hayate_st_ = (expr);                                                    \
+    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                                \
+      std::fprintf(stderr, "hayate: cuBLASLt error %d at %s:%d in %s\n", int(hayate_st_), \
+                   __FILE__, __LINE__, #expr);                                             \
+      std::abort();                                                                        \
+    }                                                                                      \
+  } while (0)
+
+namespace hayate::cuda {
+namespace {
+
+// The descriptors of one product at m rows, destroyed with it. Creating them
+// is host work of a few microseconds; graph replays skip it entirely.
+class Descs {
+ public:
+  Descs(const LtShape& sh, int m) {
+    HAYATE_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+    HAYATE_CUBLASLT_CHECK(
+        cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+    HAYATE_CUBLASLT_CHECK(
+        cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
+    // Column-major: W stored K x N (ld K), x^T K x m (ld K), y^T N x m (ld N).
+    HAYATE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&w_, sh.ab, sh.K, sh.N, sh.K));
+    HAYATE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&x_, sh.ab, sh.K, m, sh.K));
+    HAYATE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&y_, sh.out, sh.N, m, sh.N));
+  }
+  ~Descs() {
+    cublasLtMatrixLayoutDestroy(y_);
+    cublasLtMatrixLayoutDestroy(x_);
+    cublasLtMatrixLayoutDestroy(w_);
+    cublasLtMatmulDescDestroy(op_);
+  }
+  Descs(const Descs&) = delete;
+  Descs& operator=(const Descs&) = delete;
+
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t w_ = nullptr, x_ = nullptr, y_ = nullptr;
+};
+
+}  // namespace
+
+LtGemm::LtGemm(void* workspace, size_t bytes) : ws_(workspace), ws_bytes_(bytes) {
+  HAYATE_CUBLASLT_CHECK(cublasLtCreate(&h_));
+}
+
+LtGemm::~LtGemm() {
+  if (h_) cublasLtDestroy(h_);
+}
+
+std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const LtShape& sh, int m, int k) const {
+  HAYATE_CHECK(m >= 1 && k >= 1 && sh.N >= 1 && sh.K >= 1, "LtGemm: bad shape m ", m, " N ", sh.N,
+               " K ", sh.K);
+  Descs d(sh, m);
+  cublasLtMatmulPreference_t pref = nullptr;
+  HAYATE_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  HAYATE_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_, sizeof(ws_bytes_)));
+  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(k));
+  int n = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h_, d.op_, d.w_, d.x_, d.y_, d.y_, pref,
+                                                           k, res.data(), &n);
+  cublasLtMatmulPreferenceDestroy(pref);
+  std::vector<cublasLtMatmulAlgo_t> out;
+  if (st != CUBLAS_STATUS_SUCCESS) return out;  // none: callers fall back
+  for (int i = 0; i < n; ++i)
+    if (res[size_t(i)].state == CUBLAS_STATUS_SUCCESS) out.push_back(res[size_t(i)].algo);
+  return out;
+}
+
+cublasStatus_t LtGemm::run(const LtShape& sh, int m, const cublasLtMatmulAlgo_t& algo,
+                           const void* W, const void* x, void* y, cudaStream_t s) const {
+  Descs d(sh, m);
+  const float alpha = 1.0f, beta = sh.accumulate ? 1.0f : 0.0f;
+  return cublasLtMatmul(h_, d.op_, &alpha, W, d.w_, x, d.x_, &beta, y, d.y_, y, d.y_, &algo, ws_,
+                        ws_bytes_, s);
+}
+
+std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k, int reps,
+                         const void* W, const void* x, void* y, cudaStream_t s) {
+  HAYATE_CHECK(!tiers.empty() && std::is_sorted(tiers.begin(), tiers.end()),
+               "LtGemm::tune: tiers must be ascending and non-empty");
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  HAYATE_CUDA_CHECK(cudaEventCreate(&e0));
+  HAYATE_CUDA_CHECK(cudaEventCreate(&e1));
+  Plan plan;
+  std::string report;
+  for (int m : tiers) {
+    float best_ms = 0.0f;
+    const cublasLtMatmulAlgo_t* best = nullptr;
+    const std::vector<cublasLtMatmulAlgo_t> cands = candidates(sh, m, k);
+    for (const cublasLtMatmulAlgo_t& a : cands) {
+      if (run(sh, m, a, W, x, y, s) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up and check
+      std::vector<float> t;
+      for (int r = 0; r < reps; ++r) {
+        HAYATE_CUDA_CHECK(cudaEventRecord(e0, s));
+        HAYATE_CUBLASLT_CHECK(run(sh, m, a, W, x, y, s));
+        HAYATE_CUDA_CHECK(cudaEventRecord(e1, s));
+        HAYATE_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms);
+      }
+      std::sort(t.begin(), t.end());
+      const float med = t[t.size() / 2];
+      if (!best || med < best_ms) {
+        best = &a;
+        best_ms = med;
+      }
+    }
+    if (!best) continue;  // no algorithm for this tier: its rows take the next tier's
+    plan.tiers.push_back(m);
+    plan.algos.push_back(*best);
+    report += cat(" ", m, ":", int(best_ms * 1000.0f));
+  }
+  HAYATE_CUDA_CHECK(cudaEventDestroy(e0));
+  HAYATE_CUDA_CHECK(cudaEventDestroy(e1));
+  if (!plan.tiers.empty()) plans_[sh.key()] = std::move(plan);
+  return report;
+}
+
+bool LtGemm::run_tuned(const LtShape& sh, int m, const void* W, const void* x, void* y,
+                       cudaStream_t s) const {
+  const auto it = plans_.find(sh.key());
+  if (it == plans_.end()) return false;
+  const Plan& p = it->second;
+  const size_t i = size_t(std::lower_bound(p.tiers.begin(), p.tiers.end(), m) - p.tiers.begin());
+  return run(sh, m, p.algos[std::min(i, p.algos.size() - 1)], W, x, y, s) ==
+         CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace hayate::cuda

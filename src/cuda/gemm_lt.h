@@ -1,0 +1,71 @@
+// cuBLASLt GEMMs for the batched backend and the GEMM lab, with the algorithm
+// picked once per shape and row tier by timing the heuristic's first few
+// candidates (cuBLAS's GemmEx takes the heuristic's first pick on every call,
+// and its fp32-output kernels are not always the fastest: bench/kernels/NOTES.md,
+// "GEMM lab"). Every product is y [m, N] = x [m, K] . W [N, K]^T (+ y), i.e. in
+// cuBLAS's column-major terms y^T (N x m) = op_T(W: K x N) . x^T (K x m).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace hayate::cuda {
+
+// W and x in `ab` (CUDA_R_16F or CUDA_R_16BF); y in `out` (ab or CUDA_R_32F);
+// fp32 accumulation; accumulate: y += x W^T (y read and written in `out`).
+struct LtShape {
+  int N = 0, K = 0;
+  cudaDataType_t ab = CUDA_R_16F, out = CUDA_R_32F;
+  bool accumulate = false;
+  using Key = std::tuple<int, int, int, int, bool>;
+  Key key() const { return Key{N, K, int(ab), int(out), accumulate}; }
+};
+
+class LtGemm {
+ public:
+  // workspace: device memory that every product may use (stream-ordered, so
+  // it can be shared with other GEMMs on the same stream); fixed, so products
+  // can be captured into CUDA graphs.
+  LtGemm(void* workspace, size_t bytes);
+  ~LtGemm();
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+
+  // The heuristic's first (best-ranked) up-to-k algorithms for m rows.
+  std::vector<cublasLtMatmulAlgo_t> candidates(const LtShape& sh, int m, int k) const;
+
+  // One product with `algo`. Returns the status instead of aborting: an
+  // algorithm chosen at another m may not support this one.
+  cublasStatus_t run(const LtShape& sh, int m, const cublasLtMatmulAlgo_t& algo, const void* W,
+                     const void* x, void* y, cudaStream_t s) const;
+
+  // For each tier (ascending row counts), times the first k candidates
+  // (median of `reps` runs after a warm one) on W, x, y (x and y hold
+  // tiers.back() rows; with accumulate, y changes) and keeps the fastest.
+  // Returns a report (" m:us" per tier) for the start-up log.
+  std::string tune(const LtShape& sh, const std::vector<int>& tiers, int k, int reps,
+                   const void* W, const void* x, void* y, cudaStream_t s);
+
+  // The product with the algorithm of the smallest tuned tier >= m (the
+  // largest tier when m is beyond all). False when the shape was not tuned or
+  // the algorithm refuses m: the caller then runs its own fallback.
+  bool run_tuned(const LtShape& sh, int m, const void* W, const void* x, void* y,
+                 cudaStream_t s) const;
+
+ private:
+  struct Plan {
+    std::vector<int> tiers;
+    std::vector<cublasLtMatmulAlgo_t> algos;  // one per tier
+  };
+  cublasLtHandle_t h_ = nullptr;
+  void* ws_ = nullptr;
+  size_t ws_bytes_ = 0;
+  std::map<LtShape::Key, Plan> plans_;
+};
+
+}  // namespace hayate::cuda

@@ -1,0 +1,108 @@
+// The batched backend's T-input kernel variants (what its cuBLASLt path feeds
+// them: QKV and gate/up GEMM outputs in T) against their CPU twins, on fresh
+// random inputs rounded to T, outputs poisoned first, in half and bf16.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <tuple>
+
+#include "cpu/ops.h"
+#include "cuda/ops.h"
+#include "cuda/paged_attention.cuh"
+#include "gpu/gpu_test_util.h"
+
+namespace hayate::cuda::test {
+namespace {
+
+template <typename T>
+class BatchKernelTest : public SeededGpuTest {};
+using Types = ::testing::Types<half, __nv_bfloat16>;
+TYPED_TEST_SUITE(BatchKernelTest, Types);
+
+template <typename T>
+float out_rtol() {
+  return std::is_same_v<T, half> ? 1e-3f : 8e-3f;  // one rounding to T
+}
+
+// Token rows of two sequences in one launch (a prefill chunk of seq 0 at
+// positions 3..7 and decode rows of seq 1 at 17 and of seq 0's neighbour at
+// 40), block tables that scatter positions over the pool, per head_dim.
+TYPED_TEST(BatchKernelTest, PagedRopeKvFromT) {
+  using T = TypeParam;
+  SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
+  for (auto [H, Hkv, d] : {std::tuple{4, 2, 32}, std::tuple{8, 2, 128}, std::tuple{6, 6, 64}}) {
+    SCOPED_TRACE(::testing::Message() << "H " << H << " Hkv " << Hkv << " d " << d);
+    const int bs = 4, max_blocks = 16, num_blocks = 3 * max_blocks;
+    const int q_dim = H * d, kv_dim = Hkv * d, width = q_dim + 2 * kv_dim;
+    const std::vector<int32_t> pos = {3, 4, 5, 6, 7, 17, 40}, seq = {0, 0, 0, 0, 0, 1, 2};
+    const int n = int(pos.size());
+    std::vector<int32_t> tables(3 * max_blocks);
+    std::iota(tables.begin(), tables.end(), 0);
+    std::shuffle(tables.begin(), tables.end(), this->rng_);  // distinct blocks < num_blocks
+    auto qkv = random_vec(size_t(n) * width, this->rng_, -2.0f, 2.0f);
+    auto inv = random_vec(d / 2, this->rng_, 0.0f, 1.0f);
+    round_to<T>(qkv);  // what the T GEMM output holds
+    Dev<T> dqkv = dev_t<T>(qkv);
+    Dev<float> dinv(inv), dq(size_t(n) * q_dim);
+    Dev<int32_t> dpos(pos), dseq(seq), dtab(tables);
+    Dev<T> kp(size_t(num_blocks) * bs * kv_dim), vp(size_t(num_blocks) * bs * kv_dim);  // poisoned
+    const PagedShape sh{H, Hkv, d, bs, max_blocks};
+    paged_rope_kv<T>(dqkv.get(), sh, n, dinv.get(), PagedMeta{dpos.get(), dseq.get(), dtab.get()},
+                     dq.get(), kp.get(), vp.get(), nullptr);
+    std::vector<float> q_ref(size_t(n) * q_dim);
+    std::vector<float> k_all = download_f(kp), v_all = download_f(vp), k_got, v_got, k_ref, v_ref;
+    std::vector<bool> written(k_all.size() / kv_dim, false);
+    for (int t = 0; t < n; ++t) {
+      const float* row = qkv.data() + size_t(t) * width;
+      std::vector<float> q(row, row + q_dim), k(row + q_dim, row + q_dim + kv_dim),
+          v(row + q_dim + kv_dim, row + width);
+      cpu::rope(q.data(), 1, H, d, pos[size_t(t)], inv.data());
+      cpu::rope(k.data(), 1, Hkv, d, pos[size_t(t)], inv.data());
+      std::copy(q.begin(), q.end(), q_ref.begin() + size_t(t) * q_dim);
+      const int p = pos[size_t(t)];
+      const size_t slot = size_t(tables[size_t(seq[size_t(t)] * max_blocks + p / bs)]) * bs + p % bs;
+      written[slot] = true;
+      k_got.insert(k_got.end(), k_all.begin() + slot * kv_dim, k_all.begin() + (slot + 1) * kv_dim);
+      v_got.insert(v_got.end(), v_all.begin() + slot * kv_dim, v_all.begin() + (slot + 1) * kv_dim);
+      k_ref.insert(k_ref.end(), k.begin(), k.end());
+      v_ref.insert(v_ref.end(), v.begin(), v.end());
+    }
+    expect_close(dq.download(), q_ref, 1e-5f, 1e-5f, "q roped (fp32)");
+    expect_close(k_got, k_ref, 1e-5f, out_rtol<T>(), "k rows in the pool");
+    expect_close(v_got, v_ref, 0.0f, 0.0f, "v rows in the pool (copied)");
+    size_t touched = 0;  // every other pool row must still hold the poison (NaN)
+    for (size_t r = 0; r < written.size(); ++r)
+      if (!written[r])
+        for (size_t e = 0; e < size_t(kv_dim); ++e)
+          touched += !std::isnan(k_all[r * kv_dim + e]) + !std::isnan(v_all[r * kv_dim + e]);
+    EXPECT_EQ(touched, 0u) << "pool rows written that no token owns";
+  }
+}
+
+// The 8-wide kernel (inter % 8 == 0), the scalar one (other widths, or an
+// output that is not 16-byte aligned), and more rows than grid.y holds.
+TYPED_TEST(BatchKernelTest, SiluMulFromT) {
+  using T = TypeParam;
+  SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
+  for (auto [n, inter, out_off] : {std::tuple{5, 96, 0}, std::tuple{5, 100, 0},
+                                   std::tuple{3, 1432, 3}, std::tuple{65537, 8, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "n " << n << " inter " << inter << " out offset "
+                                      << out_off);
+    auto gu = random_vec(size_t(n) * 2 * inter, this->rng_, -4.0f, 4.0f);
+    round_to<T>(gu);
+    Dev<T> dgu = dev_t<T>(gu);
+    Dev<T> dact(size_t(n) * inter + size_t(out_off));  // poisoned
+    silu_mul<T>(dgu.get(), n, inter, dact.get() + out_off, nullptr);
+    std::vector<float> want(size_t(n) * inter);
+    cpu::silu_mul(gu.data(), want.data(), n, inter);
+    std::vector<float> got = download_f(dact);
+    got.erase(got.begin(), got.begin() + out_off);
+    expect_close(got, want, 1e-5f, out_rtol<T>(), "silu(gate) * up from T");
+  }
+}
+
+}  // namespace
+}  // namespace hayate::cuda::test
