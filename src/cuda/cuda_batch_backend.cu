@@ -16,8 +16,10 @@
 // Steps whose decode rows all have contexts of at most 128 keys (head_dim 128)
 // run the one-pass short-context attention (paged_decode_short.cu): buckets
 // up to kShortGraphMaxRows have a second graph for it.
-// GEMMs (HAYATE_BATCH_GEMM=lt, the default): cuBLASLt with the algorithm of
-// each shape and power-of-two row tier picked by a start-up timing (gemm_lt.h);
+// GEMMs (HAYATE_BATCH_GEMM=lt, the default): for each shape at row counts
+// 16, 32, 64, ..., max_num_batched_tokens and max_num_seqs, the fastest of
+// cuBLASLt's first 8 algorithms and cublasGemmEx, timed at start-up (gemm_lt.h);
+// other row counts run cublasGemmEx;
 // QKV and gate/up write T (their only readers, paged_rope_kv and silu_mul, take
 // T), o_proj and down accumulate into the fp32 residual, the LM head writes
 // fp32 logits. HAYATE_BATCH_GEMM=ex keeps the previous path (cublasGemmEx, fp32
@@ -346,34 +348,44 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   }
 
   // y [m, N] = x [m, K] . W [N, K]^T (+ y when accumulate), y in E (float or
-  // T), fp32 accumulation: cuBLASLt's tuned algorithm, else (no plan, or the
-  // tier's algorithm refuses m) cublasGemmEx. Column-major view: y^T (N x m) =
-  // W^T (N x K, W stored K x N) . x^T (K x m).
+  // T), fp32 accumulation: the cuBLASLt algorithm tuned for m rows, else (m
+  // not tuned, or cublasGemmEx won the timing there) cublasGemmEx.
   template <typename E>
   void gemm(const T* W, const T* x, int m, int N, int K, E* y, bool accumulate) {
     const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : cublas_type<T>();
     if (lt_ && lt_->run_tuned({N, K, cublas_type<T>(), out, accumulate}, m, W, x, y, s_)) return;
+    gemm_ex(W, x, m, N, K, y, out, accumulate);
+  }
+
+  // Column-major view: y^T (N x m) = W^T (N x K, W stored K x N) . x^T (K x m).
+  void gemm_ex(const T* W, const T* x, int m, int N, int K, void* y, cudaDataType_t out,
+               bool accumulate) {
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     HAYATE_CUBLAS_CHECK_B(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &alpha, W,
                                        cublas_type<T>(), K, x, cublas_type<T>(), K, &beta, y, out,
                                        N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
-  // The cuBLASLt plans (lt path): every GEMM shape of forward() timed at row
-  // tiers 16, 32, ..., and max_num_batched_tokens (LM head: up to
-  // max_num_seqs) on the real weights of layer 0 and random activations; each
-  // product then runs the algorithm of its tier (the smallest >= its rows).
-  // Once, before capture: no heuristic or timing happens per step.
+  // The cuBLASLt plans (lt path): every GEMM shape of forward() timed at the
+  // row counts 16, 32, 64, ... below max_num_batched_tokens, that count
+  // itself and max_num_seqs (LM head: up to max_num_seqs), on the real
+  // weights of layer 0 and random activations: the heuristic's first 8
+  // algorithms and cublasGemmEx, the fastest kept (GemmEx won e.g. down at
+  // 16,384 rows in the GEMM lab). Products of other row counts run
+  // cublasGemmEx. Once, before capture: nothing is timed or queried per step.
   void tune_gemms() {
     if (!lt_) return;
     const int D = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim();
-    const auto tiers = [](int top) {
+    const auto tiers = [](int top, int also) {
       std::vector<int> t;
       for (int m = 16; m < top; m *= 2) t.push_back(m);
       t.push_back(top);
+      if (also > 0 && also < top) t.push_back(also);
+      std::sort(t.begin(), t.end());
+      t.erase(std::unique(t.begin(), t.end()), t.end());
       return t;
     };
-    const std::vector<int> rows = tiers(max_tokens_), heads = tiers(max_seqs_);
+    const std::vector<int> rows = tiers(max_tokens_, max_seqs_), heads = tiers(max_seqs_, 0);
     const size_t xn_elems = size_t(max_tokens_) * size_t(std::max(D, I));
     fill_dummy<T>(xn_, xn_elems, 1, 0, 1.0f, 0.0f, 0, s_);  // activations of about unit size
     fill_dummy<T>(attn_, size_t(max_tokens_) * qd, 1, 1, 1.0f, 0.0f, 0, s_);
@@ -382,14 +394,23 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const cudaDataType_t t = cublas_type<T>(), f = CUDA_R_32F;
     const auto t0 = std::chrono::steady_clock::now();
     std::string r;
-    constexpr int kCands = 4, kReps = 3;
-    r += " qkv" + lt_->tune({c_.qkv_dim(), D, t, t, false}, rows, kCands, kReps, L.wqkv, xn_, big_, s_);
-    r += " o" + lt_->tune({D, qd, t, f, true}, rows, kCands, kReps, L.wo, attn_, h_, s_);
-    r += " gate_up" + lt_->tune({2 * I, D, t, t, false}, rows, kCands, kReps, L.w_gate_up, xn_, big_, s_);
-    r += " down" + lt_->tune({D, I, t, f, true}, rows, kCands, kReps, L.w_down, xn_, h_, s_);
-    r += " lm_head" + lt_->tune({c_.vocab_size, D, t, f, false}, heads, kCands, kReps, w_.lm_head, last_, logits_, s_);
-    std::fprintf(stderr, "hayate: cuBLASLt algorithms picked in %.0f ms (best of %d per tier; rows:us):%s\n",
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+    constexpr int kCands = 8, kReps = 3;
+    const auto tune = [&](const char* name, LtShape sh, const std::vector<int>& ms, const T* W,
+                          const T* x, void* y) {
+      r += cat(" ", name, lt_->tune(sh, ms, kCands, kReps, W, x, y, s_, [&](int m) {
+        gemm_ex(W, x, m, sh.N, sh.K, y, sh.out, sh.accumulate);
+      }));
+    };
+    tune("qkv", {c_.qkv_dim(), D, t, t, false}, rows, L.wqkv, xn_, big_);
+    tune("o", {D, qd, t, f, true}, rows, L.wo, attn_, h_);
+    tune("gate_up", {2 * I, D, t, t, false}, rows, L.w_gate_up, xn_, big_);
+    tune("down", {D, I, t, f, true}, rows, L.w_down, xn_, h_);
+    tune("lm_head", {c_.vocab_size, D, t, f, false}, heads, w_.lm_head, last_, logits_);
+    std::fprintf(stderr,
+                 "hayate: GEMM algorithms timed in %.0f ms (fastest of %d cuBLASLt candidates and "
+                 "cublasGemmEx, marked ex; rows:us):%s\n",
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count(),
                  kCands, r.c_str());
   }
 

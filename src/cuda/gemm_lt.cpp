@@ -89,41 +89,51 @@ cublasStatus_t LtGemm::run(const LtShape& sh, int m, const cublasLtMatmulAlgo_t&
 }
 
 std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k, int reps,
-                         const void* W, const void* x, void* y, cudaStream_t s) {
+                         const void* W, const void* x, void* y, cudaStream_t s,
+                         const std::function<void(int m)>& baseline) {
   HAYATE_CHECK(!tiers.empty() && std::is_sorted(tiers.begin(), tiers.end()),
                "LtGemm::tune: tiers must be ascending and non-empty");
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   HAYATE_CUDA_CHECK(cudaEventCreate(&e0));
   HAYATE_CUDA_CHECK(cudaEventCreate(&e1));
+  const auto median_ms = [&](const std::function<void()>& body) {
+    std::vector<float> t;
+    for (int r = 0; r < reps; ++r) {
+      HAYATE_CUDA_CHECK(cudaEventRecord(e0, s));
+      body();
+      HAYATE_CUDA_CHECK(cudaEventRecord(e1, s));
+      HAYATE_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0.0f;
+      HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
   Plan plan;
   std::string report;
   for (int m : tiers) {
     float best_ms = 0.0f;
-    const cublasLtMatmulAlgo_t* best = nullptr;
-    const std::vector<cublasLtMatmulAlgo_t> cands = candidates(sh, m, k);
-    for (const cublasLtMatmulAlgo_t& a : cands) {
+    std::optional<cublasLtMatmulAlgo_t> best;
+    bool any = false;
+    if (baseline) {
+      baseline(m);  // warm-up
+      best_ms = median_ms([&] { baseline(m); });
+      any = true;
+    }
+    for (const cublasLtMatmulAlgo_t& a : candidates(sh, m, k)) {
       if (run(sh, m, a, W, x, y, s) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up and check
-      std::vector<float> t;
-      for (int r = 0; r < reps; ++r) {
-        HAYATE_CUDA_CHECK(cudaEventRecord(e0, s));
-        HAYATE_CUBLASLT_CHECK(run(sh, m, a, W, x, y, s));
-        HAYATE_CUDA_CHECK(cudaEventRecord(e1, s));
-        HAYATE_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0.0f;
-        HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms);
-      }
-      std::sort(t.begin(), t.end());
-      const float med = t[t.size() / 2];
-      if (!best || med < best_ms) {
-        best = &a;
-        best_ms = med;
+      const float ms = median_ms([&] { HAYATE_CUBLASLT_CHECK(run(sh, m, a, W, x, y, s)); });
+      if (!any || ms < best_ms) {
+        best = a;
+        best_ms = ms;
+        any = true;
       }
     }
-    if (!best) continue;  // no algorithm for this tier: its rows take the next tier's
+    if (!any) continue;  // no algorithm for this row count: the caller's fallback runs it
     plan.tiers.push_back(m);
-    plan.algos.push_back(*best);
-    report += cat(" ", m, ":", int(best_ms * 1000.0f));
+    plan.algos.push_back(best);
+    report += cat(" ", m, ":", int(best_ms * 1000.0f), best ? "" : "ex");
   }
   HAYATE_CUDA_CHECK(cudaEventDestroy(e0));
   HAYATE_CUDA_CHECK(cudaEventDestroy(e1));
@@ -136,9 +146,10 @@ bool LtGemm::run_tuned(const LtShape& sh, int m, const void* W, const void* x, v
   const auto it = plans_.find(sh.key());
   if (it == plans_.end()) return false;
   const Plan& p = it->second;
-  const size_t i = size_t(std::lower_bound(p.tiers.begin(), p.tiers.end(), m) - p.tiers.begin());
-  return run(sh, m, p.algos[std::min(i, p.algos.size() - 1)], W, x, y, s) ==
-         CUBLAS_STATUS_SUCCESS;
+  const auto t = std::lower_bound(p.tiers.begin(), p.tiers.end(), m);
+  if (t == p.tiers.end() || *t != m) return false;
+  const std::optional<cublasLtMatmulAlgo_t>& a = p.algos[size_t(t - p.tiers.begin())];
+  return a && run(sh, m, *a, W, x, y, s) == CUBLAS_STATUS_SUCCESS;
 }
 
 }  // namespace hayate::cuda

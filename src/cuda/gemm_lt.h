@@ -9,7 +9,9 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -44,23 +46,27 @@ class LtGemm {
   cublasStatus_t run(const LtShape& sh, int m, const cublasLtMatmulAlgo_t& algo, const void* W,
                      const void* x, void* y, cudaStream_t s) const;
 
-  // For each tier (ascending row counts), times the first k candidates
-  // (median of `reps` runs after a warm one) on W, x, y (x and y hold
-  // tiers.back() rows; with accumulate, y changes) and keeps the fastest.
-  // Returns a report (" m:us" per tier) for the start-up log.
+  // For each tier (ascending row counts), times the first k candidates and
+  // baseline(m) (the caller's fallback product, e.g. cublasGemmEx; may be
+  // empty) on W, x, y (x and y hold tiers.back() rows; with accumulate, y
+  // changes): median of `reps` runs after a warm one; keeps the fastest.
+  // Returns a report (" m:us" per tier, "ex" where the baseline won).
   std::string tune(const LtShape& sh, const std::vector<int>& tiers, int k, int reps,
-                   const void* W, const void* x, void* y, cudaStream_t s);
+                   const void* W, const void* x, void* y, cudaStream_t s,
+                   const std::function<void(int m)>& baseline);
 
-  // The product with the algorithm of the smallest tuned tier >= m (the
-  // largest tier when m is beyond all). False when the shape was not tuned or
-  // the algorithm refuses m: the caller then runs its own fallback.
+  // The product with the algorithm tuned for exactly m rows. False when m is
+  // not a tuned tier of the shape, the baseline won there, or the algorithm
+  // refuses: the caller then runs its fallback. (An algorithm tuned at 256
+  // rows ran 160-row decode graphs 45 % slower than cublasGemmEx's own pick
+  // in the first device call, so other row counts are not given a tier's.)
   bool run_tuned(const LtShape& sh, int m, const void* W, const void* x, void* y,
                  cudaStream_t s) const;
 
  private:
   struct Plan {
     std::vector<int> tiers;
-    std::vector<cublasLtMatmulAlgo_t> algos;  // one per tier
+    std::vector<std::optional<cublasLtMatmulAlgo_t>> algos;  // per tier; none: the baseline
   };
   cublasLtHandle_t h_ = nullptr;
   void* ws_ = nullptr;
