@@ -22,8 +22,9 @@
 // other row counts run cublasGemmEx;
 // QKV and gate/up write T (their only readers, paged_rope_kv and silu_mul, take
 // T), o_proj and down accumulate into the fp32 residual, the LM head writes
-// fp32 logits. HAYATE_BATCH_GEMM=ex keeps the previous path (cublasGemmEx, fp32
-// outputs everywhere) for same-binary comparisons (bench/kernels/NOTES.md, "GEMM lab").
+// fp32 logits. For same-binary comparisons (bench/kernels/NOTES.md, "GEMM lab"):
+// HAYATE_BATCH_GEMM=ex16 runs every product through cublasGemmEx with the same
+// T outputs (no cuBLASLt), =ex the previous path (cublasGemmEx, fp32 outputs).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -130,8 +131,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                  "HAYATE_BATCH_SAMPLER must be auto, batched or rows, got '", sampler_, "'");
     const char* gemm = std::getenv("HAYATE_BATCH_GEMM");
     const std::string gemm_s = gemm ? gemm : "lt";
-    HAYATE_CHECK(gemm_s == "lt" || gemm_s == "ex", "HAYATE_BATCH_GEMM must be lt or ex, got '",
-                 gemm_s, "'");
+    HAYATE_CHECK(gemm_s == "lt" || gemm_s == "ex16" || gemm_s == "ex",
+                 "HAYATE_BATCH_GEMM must be lt, ex16 or ex, got '", gemm_s, "'");
+    t_out_ = gemm_s != "ex";
 
     HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
     device_ = o.device;
@@ -278,7 +280,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     // at one row streams its weights slower: start-up timings, b1 gemv vs fused).
     const bool f32_attn = mm.fused && short_attn && n_dec > 0;
     // QKV and gate/up in T where cuBLASLt runs them (GEMV rows stay fp32).
-    const bool t_out = lt_ && !mm.fused && rows > mm.gemv_rows;
+    const bool t_out = t_out_ && !mm.fused && rows > mm.gemv_rows;
     T* big_t = reinterpret_cast<T*>(big_);
     embed(w_.embed, d_tokens_, rows, D, h_, s_, false);  // H [rows, D]
     for (int l = 0; l < c_.num_layers; ++l) {
@@ -618,7 +620,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   cudaStream_t s_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer cublas_ws_;
-  std::unique_ptr<LtGemm> lt_;  // null: HAYATE_BATCH_GEMM=ex (cublasGemmEx, fp32 outputs)
+  std::unique_ptr<LtGemm> lt_;  // null: HAYATE_BATCH_GEMM=ex16 or ex (cublasGemmEx only)
+  bool t_out_ = true;           // QKV and gate/up GEMMs write T (false: ex, fp32)
   DeviceWeights<T> w_;
   std::vector<DeviceBuffer> bufs_;
   DeviceBuffer k_pool_, v_pool_;  // [layers, num_blocks + 1, block_size, kv_dim] each

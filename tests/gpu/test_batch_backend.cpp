@@ -24,8 +24,8 @@ struct Seq {
 // GEMVs for every bucket of this test (max 8 seqs; bucket 1 = the fused
 // single-stream GEMVs, reached when only one sequence is left) and for the
 // eager steps' products of up to 8 rows. cuBLAS runs as the backend's lt path
-// (tuned cuBLASLt, QKV and gate/up in T) and as the previous ex path
-// (HAYATE_BATCH_GEMM=ex: cublasGemmEx, fp32 outputs).
+// (tuned cuBLASLt, QKV and gate/up in T), as ex16 (cublasGemmEx, same T
+// outputs) and as the previous ex path (cublasGemmEx, fp32 outputs).
 class BatchStepsTest
     : public BatchBackendTest,
       public ::testing::WithParamInterface<std::tuple<DecodeMatmul, const char*>> {};
@@ -108,10 +108,12 @@ TEST_P(BatchStepsTest, StepsMatchCpuPagedAndSingleSequence) {
 INSTANTIATE_TEST_SUITE_P(
     Matmul, BatchStepsTest,
     ::testing::Values(std::tuple{DecodeMatmul::kCublas, "lt"},
+                      std::tuple{DecodeMatmul::kCublas, "ex16"},
                       std::tuple{DecodeMatmul::kCublas, "ex"}, std::tuple{DecodeMatmul::kGemv, "lt"}),
     [](const ::testing::TestParamInfo<std::tuple<DecodeMatmul, const char*>>& i) {
+      const std::string gemm = std::get<1>(i.param);
       return std::string(std::get<0>(i.param) == DecodeMatmul::kGemv ? "Gemv" : "Cublas") +
-             (std::string(std::get<1>(i.param)) == "ex" ? "Ex" : "");
+             (gemm == "ex" ? "Ex" : gemm == "ex16" ? "Ex16" : "");
     });
 
 // Contexts past one decode partition (512 keys with max_model_len 2048): the
