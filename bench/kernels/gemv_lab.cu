@@ -139,18 +139,24 @@ double chained_ms(cudaStream_t s, const std::function<void(int)>& body) {
 }
 
 // Run 12: the persistent decode kernel's machinery (persistent.cuh) on one
-// shape: `n` GEMVs of rotating weight copies in one cooperative launch, one
-// block per SM, a grid barrier after each (as between the decode step's
-// phases; each phase loads x after the barrier), the producer warp streaming
-// the next GEMV's weights while the consumers wait. Per-GEMV time = launch / n.
+// shape: `n` GEMVs of rotating weight copies (first, first + 1, ...) in one
+// cooperative launch, one block per SM, as between the decode step's phases.
+// mode 0: a grid barrier after each GEMV, x loaded after it (production);
+// 1: no barrier (the ring streaming across GEMVs, the upper bound); 2: the n
+// barriers alone, no GEMV (their cost); 3: instead of the barrier each
+// block's consumers pause 1.5 us (__nanosleep): whether the ring absorbs a
+// stall of the consumers. Per-GEMV time = launch / n. Tiles are claimed
+// from claims [n] (zero; reset at exit).
 template <int R, int G, int NC>
 __global__ void __launch_bounds__(kPersistThreads, 1)
-    persist_chain_kernel(const T* W, size_t copy_elems, int copies, int n, int K, int groups,
-                         const float* x, float* y, unsigned* bar) {
+    persist_chain_kernel(const T* W, size_t copy_elems, int copies, int first, int n, int K,
+                         int groups, const float* x, float* y, unsigned* bar, int* claims,
+                         int mode) {
   extern __shared__ __align__(128) unsigned char stages[];
   __shared__ __align__(8) uint64_t full[kPersistStages], empty[kPersistStages], done[kPersistParts];
   __shared__ float part[kPersistParts][kPersistWarps][2];
-  const PersistRing rg{stages, full, empty, done, part};
+  __shared__ int tile[kPersistStages];
+  const PersistRing rg{stages, tile, full, empty, done, part};
   if (threadIdx.x == kGemvThreads) {
     for (int i = 0; i < kPersistStages; ++i) {
       mbar_init(smem_u32(&full[i]), 1);
@@ -162,28 +168,35 @@ __global__ void __launch_bounds__(kPersistThreads, 1)
   __syncthreads();
   int j = 0;
   if (threadIdx.x >= kGemvThreads) {
-    if (threadIdx.x == kGemvThreads)
+    if (threadIdx.x == kGemvThreads && mode != 2)
       for (int i = 0; i < n; ++i)
-        persist_produce<T, R, G>(rg, W + copy_elems * (i % copies), K, groups, StoreEpi<R>{y}, j);
+        persist_produce<T, R, G>(rg, W + copy_elems * ((first + i) % copies), K, groups,
+                                 StoreEpi<R>{y}, claims + i, j);
     return;
   }
   auto from_x = [&](int c, float (&v)[8]) { load8_cg(x + size_t(c) * 8, v); };
+  unsigned k = 0;
+  int jd = 0;
   for (int i = 0; i < n; ++i) {
-    persist_consume<T, R, G, NC, false>(rg, K, groups, nullptr, 0.0f, from_x, StoreEpi<R>{y}, j);
-    grid_sync(bar);
+    if (mode != 2)
+      persist_consume<T, R, G, NC, false>(rg, K, groups, nullptr, 0.0f, from_x, StoreEpi<R>{y}, j, jd);
+    if (mode == 0 || mode == 2) grid_sync(bar, k);
+    if (mode == 3) __nanosleep(1500);
   }
+  persist_exit(bar, claims, n);
 }
 
 template <int R, int G, int NC>
-void persist_chain(const T* W, size_t copy_elems, int copies, int n, int rows, int K, const float* x,
-                   float* y, unsigned* bar, cudaStream_t s) {
+void persist_chain(const T* W, size_t copy_elems, int copies, int first, int n, int rows, int K,
+                   const float* x, float* y, unsigned* bar, int* claims, int mode,
+                   cudaStream_t s) {
   auto kernel = persist_chain_kernel<R, G, NC>;
   const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
   HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int sms = 0;
   HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  launch({unsigned(sms), kPersistThreads, smem, s, false, true}, kernel, W, copy_elems, copies, n, K,
-         rows / R, x, y, bar);
+  launch({unsigned(sms), kPersistThreads, smem, s, false, true}, kernel, W, copy_elems, copies,
+         first, n, K, rows / R, x, y, bar, claims, mode);
 }
 
 // Decode attention of the 8B shape (32 heads, 8 kv heads, head_dim 128) at
@@ -274,8 +287,9 @@ int run(bool persistent_only) {
   std::mt19937_64 rng(7);
   std::printf("\n%-8s %-14s %8s %8s %8s %6s %9s\n", "shape", "variant", "us_iso", "us_chain",
               "GB/s", "%read", "max_err");
-  DeviceBuffer barrier(8);
+  DeviceBuffer barrier(8), claims(kChain * sizeof(int));
   HAYATE_CUDA_CHECK(cudaMemset(barrier.as(), 0, 8));
+  HAYATE_CUDA_CHECK(cudaMemset(claims.as(), 0, kChain * sizeof(int)));
   for (const Shape& sh : shapes) {
     const size_t n = size_t(sh.rows) * sh.K, bytes = n * sizeof(T);
     const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));
@@ -299,28 +313,30 @@ int run(bool persistent_only) {
       std::printf("%-8s %-14s %8.1f %8.1f %8.0f %5.1f%% %9.2e%s\n", sh.name, name.c_str(), iso * 1e3,
                   chain * 1e3, gbs, 100 * gbs / read_gbs, err, err < 2e-3 ? "" : "  WRONG");
     };
-    {  // Run 12: the persistent machinery; us_iso = one GEMV per launch, us_chain = per GEMV of 20
-      auto pc = [&](int first, int count) {
-        const T* w0 = W.as<T>() + n * (first % copies);
+    {  // Run 12: the persistent machinery; us_iso: one GEMV per launch, us_chain: per GEMV of 20
+      auto pc = [&](int first, int count, int mode) {
         if (sh.K <= 4096)
-          persist_chain<2, 2, 4>(w0, n, copies, count, sh.rows, sh.K, x.as<float>(), y.as<float>(),
-                                 barrier.as<unsigned>(), s);
+          persist_chain<2, 2, 4>(W.as<T>(), n, copies, first, count, sh.rows, sh.K, x.as<float>(),
+                                 y.as<float>(), barrier.as<unsigned>(), claims.as<int>(), mode, s);
         else
-          persist_chain<1, 1, 8>(w0, n, copies, count, sh.rows, sh.K, x.as<float>(), y.as<float>(),
-                                 barrier.as<unsigned>(), s);
+          persist_chain<1, 1, 8>(W.as<T>(), n, copies, first, count, sh.rows, sh.K, x.as<float>(),
+                                 y.as<float>(), barrier.as<unsigned>(), claims.as<int>(), mode, s);
       };
       HAYATE_CUDA_CHECK(cudaMemset(y.as(), 0xff, sh.rows * 4));  // poison
-      pc(0, 1);
+      pc(0, 1, 0);
       std::vector<float> got(sh.rows);
       HAYATE_CUDA_CHECK(cudaMemcpy(got.data(), y.as(), sh.rows * 4, cudaMemcpyDeviceToHost));
       const double e = max_rel(got, ref);
-      // The rotation starts at copy i so that no copy is still in L2 from the last launch.
-      const double iso = median_ms(s, 30, [&](int i) { pc(i, 1); });
-      const double chain = median_ms(s, 7, [&](int i) { pc(i * kChain, kChain); }) / kChain;
-      const double gbs = moved / chain / 1e6;
-      std::printf("%-8s %-14s %8.1f %8.1f %8.0f %5.1f%% %9.2e%s\n", sh.name,
-                  sh.K <= 4096 ? "persist R2 G2" : "persist R1 G1", iso * 1e3, chain * 1e3, gbs,
-                  100 * gbs / read_gbs, e, e < 2e-3 ? "" : "  WRONG");
+      const char* names[] = {"persist", "persist nobar", "barriers only", "persist 1.5us"};
+      for (int mode : {0, 1, 2, 3}) {
+        // Each launch starts where the last one stopped in the rotation: no copy is still in L2.
+        const double iso = median_ms(s, 30, [&](int i) { pc(i, 1, mode); });
+        const double chain = median_ms(s, 7, [&](int i) { pc(i * kChain, kChain, mode); }) / kChain;
+        const double gbs = moved / chain / 1e6;
+        std::printf("%-8s %-14s %8.1f %8.1f %8.0f %5.1f%% %9.2e%s\n", sh.name, names[mode], iso * 1e3,
+                    chain * 1e3, mode == 2 ? 0.0 : gbs, mode == 2 ? 0.0 : 100 * gbs / read_gbs, e,
+                    e < 2e-3 ? "" : "  WRONG");
+      }
       if (persistent_only) continue;
     }
     for (const Variant& v : variants) {

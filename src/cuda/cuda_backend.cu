@@ -135,6 +135,7 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
+    if (persist_.trace) print_trace();
     for (cudaGraphExec_t g : {graph_greedy_[0], graph_greedy_[1], graph_sample_[0], graph_sample_[1]})
       if (g) cudaGraphExecDestroy(g);
     if (host_state_) cudaFreeHost(host_state_);
@@ -284,6 +285,9 @@ class CudaBackend final : public Backend {
     const size_t splits = size_t(persistent_max_splits());
     auto* barrier = alloc<unsigned>(bufs_, 2);
     HAYATE_CUDA_CHECK(cudaMemset(barrier, 0, 2 * sizeof(unsigned)));
+    const int n_claims = persistent_claims(c.num_layers);
+    auto* claims = alloc<int>(bufs_, n_claims);
+    HAYATE_CUDA_CHECK(cudaMemset(claims, 0, n_claims * sizeof(int)));
     persist_ = PersistentDecode<T>{d_layers,
                                    c.num_layers,
                                    c.hidden_size,
@@ -303,7 +307,26 @@ class CudaBackend final : public Backend {
                                    alloc<float>(bufs_, splits * c.q_dim()),
                                    alloc<float>(bufs_, splits * c.num_heads * 2),
                                    logits_,
-                                   barrier};
+                                   barrier,
+                                   claims,
+                                   nullptr};
+    if (tuning_.persistent_trace) {
+      persist_.trace = alloc<unsigned long long>(bufs_, kPersistTraceSlots);
+      HAYATE_CUDA_CHECK(cudaMemset(persist_.trace, 0, kPersistTraceSlots * 8));
+    }
+  }
+
+  // CudaTuning::persistent_trace: block 0's average time per layer in each
+  // segment of the persistent kernel, over every step run so far.
+  void print_trace() {
+    unsigned long long t[kPersistTraceSlots] = {};
+    if (cudaMemcpy(t, persist_.trace, sizeof t, cudaMemcpyDeviceToHost) != cudaSuccess || t[11] == 0)
+      return;
+    const char* names[] = {"qkv", "bar", "attn", "bar", "o_proj", "bar", "gate_up", "bar", "down", "bar"};
+    const double per_layer = 1e3 * double(t[11]) * cfg_.num_layers;  // ns -> us per layer
+    std::fprintf(stderr, "hayate: persistent phases, us per layer (block 0, %llu steps):", t[11]);
+    for (int i = 0; i < 10; ++i) std::fprintf(stderr, " %s %.2f", names[i], double(t[i]) / per_layer);
+    std::fprintf(stderr, "; lm_head %.1f us\n", double(t[10]) / 1e3 / double(t[11]));
   }
 
   cudaGraphExec_t capture(bool greedy, bool short_ctx) {

@@ -44,6 +44,9 @@ struct CudaTuning {
   // (decode_persistent.cu): no kernel boundaries, weights streamed across
   // phases. Shapes it has no configuration for keep the per-kernel graph.
   bool persistent = false;
+  // Lab: with persistent, time the kernel's phases (block 0) and print the
+  // average per layer to stderr when the backend is destroyed.
+  bool persistent_trace = false;
 };
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options,
                                            const CudaTuning& tuning);

@@ -21,13 +21,15 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   extern __shared__ __align__(128) unsigned char stages[];  // [S][32 KB]
   __shared__ __align__(8) uint64_t full[kPersistStages], empty[kPersistStages], done[kPersistParts];
   __shared__ float part[kPersistParts][kPersistWarps][2];
-  const PersistRing rg{stages, full, empty, done, part};
+  __shared__ int tile[kPersistStages];
+  const PersistRing rg{stages, tile, full, empty, done, part};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int D = a.hidden, I = a.inter, qd = a.n_heads * HD;
   const int qkv_groups = (a.n_heads + 2 * a.n_kv_heads) * (HD / 2);  // RoPE pairs
+  __shared__ float rope_cs[HD];  // cos, sin of pos * inv_freq[i], i < HD / 2
   auto qkv_epi = [&](const PersistentLayer<T>& L) {
-    return QkvRopeEpi<T>{a.q,        L.k_cache,   L.v_cache,     a.pos, a.inv_freq,
-                         HD / 2,     a.n_heads,   a.n_kv_heads};
+    return QkvRopeTableEpi<T>{a.q,    L.k_cache, L.v_cache,  a.pos,
+                              rope_cs, HD / 2,   a.n_heads,  a.n_kv_heads};
   };
   if (threadIdx.x == kGemvThreads) {
     for (int s = 0; s < kPersistStages; ++s) {
@@ -38,23 +40,42 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     mbar_init_fence();
   }
   __syncthreads();  // barriers initialised; the last block-wide barrier
-  int j = 0;        // running tile index: the ring's stage and parity
+  int j = 0;        // stages used: the ring's stage and parity
+  int* claim = a.claims;  // the next phase's tile counter
 
   if (warp == kPersistWarps) {  // producer: the weight tiles of every phase, in order
     if (lane == 0) {
       for (int l = 0; l < a.n_layers; ++l) {
         const PersistentLayer<T> L = a.layers[l];
-        persist_produce<T, 2, 2>(rg, L.wqkv, D, qkv_groups, qkv_epi(L), j);
-        persist_produce<T, 2, 2>(rg, L.wo, qd, D / 2, ResidualCgEpi<2>{a.h}, j);
-        persist_produce<T, 2, 2>(rg, L.w_gate_up, D, I, SiluMulEpi{a.act, I}, j);
-        persist_produce<T, 1, 1>(rg, L.w_down, I, D, ResidualCgEpi<1>{a.h}, j);
+        persist_produce<T, 2, 2>(rg, L.wqkv, D, qkv_groups, qkv_epi(L), claim++, j);
+        persist_produce<T, 2, 2>(rg, L.wo, qd, D / 2, ResidualCgEpi<2>{a.h}, claim++, j);
+        persist_produce<T, 2, 2>(rg, L.w_gate_up, D, I, SiluMulEpi{a.act, I}, claim++, j);
+        persist_produce<T, 1, 1>(rg, L.w_down, I, D, ResidualCgEpi<1>{a.h}, claim++, j);
       }
-      persist_produce<T, 2, 2>(rg, a.lm_head, D, a.vocab / 2, StoreEpi<2>{a.logits}, j);
+      persist_produce<T, 2, 2>(rg, a.lm_head, D, a.vocab / 2, StoreEpi<2>{a.logits}, claim, j);
     }
     return;
   }
 
+  int jd = 0;                   // tiles reduced: the `done` slots
+  unsigned k = 0;               // grid barriers passed (thread 0)
   const int keys = *a.pos + 1;  // causal: positions [0, pos]
+  if (threadIdx.x < HD / 2) {   // precise: angles reach max_context radians
+    sincosf(float(keys - 1) * a.inv_freq[threadIdx.x], &rope_cs[HD / 2 + threadIdx.x],
+            &rope_cs[threadIdx.x]);
+  }
+  // Phase timing (CudaTuning::persistent_trace): block 0's thread 0 adds each
+  // segment's nanoseconds to trace[segment] (kPersistTraceSlots).
+  unsigned long long t_last = 0;
+  auto mark = [&](int seg) {
+    if (a.trace == nullptr || blockIdx.x != 0 || threadIdx.x != 0) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (seg >= 0) atomicAdd(a.trace + seg, t - t_last);
+    t_last = t;
+  };
+  consumer_sync();  // rope_cs
+  mark(-1);
   const int nsplit = persist_splits(keys, a.n_kv_heads);
   auto from_h = [&](int c, float (&v)[8]) { load8_cg(a.h + size_t(c) * 8, v); };
   auto from_act = [&](int c, float (&v)[8]) { load8_cg(a.act + size_t(c) * 8, v); };
@@ -64,26 +85,39 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   for (int l = 0; l < a.n_layers; ++l) {
     const PersistentLayer<T> L = a.layers[l];
     // q [Hq d] roped; k, v -> cache[pos]
-    persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from_h, qkv_epi(L), j);
-    grid_sync(a.barrier);
+    persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from_h, qkv_epi(L), j, jd);
+    mark(0);
+    grid_sync(a.barrier, k);
+    mark(1);
     // partials of attn [Hq d] over the splits of [0, pos]
     persist_attend<T, HD>(a.q, L.k_cache, L.v_cache, a.n_heads, a.n_kv_heads, keys, a.part_o,
                           a.part_ml);
-    grid_sync(a.barrier);
+    mark(2);
+    grid_sync(a.barrier, k);
+    mark(3);
     // h += Wo attn (the splits combined as x is loaded)
     persist_consume<T, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from_attn,
-                                       ResidualCgEpi<2>{a.h}, j);
-    grid_sync(a.barrier);
+                                       ResidualCgEpi<2>{a.h}, j, jd);
+    mark(4);
+    grid_sync(a.barrier, k);
+    mark(5);
     // act [I] = silu(g) u of rmsnorm(h)
-    persist_consume<T, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from_h, SiluMulEpi{a.act, I}, j);
-    grid_sync(a.barrier);
+    persist_consume<T, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from_h, SiluMulEpi{a.act, I}, j, jd);
+    mark(6);
+    grid_sync(a.barrier, k);
+    mark(7);
     // h += Wdown act
-    persist_consume<T, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from_act, ResidualCgEpi<1>{a.h}, j);
-    grid_sync(a.barrier);
+    persist_consume<T, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from_act, ResidualCgEpi<1>{a.h}, j, jd);
+    mark(8);
+    grid_sync(a.barrier, k);
+    mark(9);
   }
   // logits [V] = lm_head rmsnorm(h)
   persist_consume<T, 2, 2, 4, true>(rg, D, a.vocab / 2, a.final_norm, a.eps, from_h,
-                                    StoreEpi<2>{a.logits}, j);
+                                    StoreEpi<2>{a.logits}, j, jd);
+  mark(10);
+  if (a.trace && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(a.trace + 11, 1ull);
+  persist_exit(a.barrier, a.claims, persistent_claims(a.n_layers));
 }
 
 template <typename T, int HD>

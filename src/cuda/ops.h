@@ -101,9 +101,19 @@ struct PersistentDecode {
   float *part_o, *part_ml;  // [persistent_max_splits(), n_heads, head_dim | 2]
   float* logits;            // [vocab]
   unsigned* barrier;        // [2], zeroed once; the kernel leaves it zero
+  int* claims;              // [persistent_claims(n_layers)] tile counters, the same
+  // Lab only (CudaTuning::persistent_trace), else nullptr: block 0's time per
+  // segment summed over layers and steps, ns: [0] QKV, [1] barrier, [2]
+  // attention, [3] barrier, [4] o_proj, [5] barrier, [6] gate/up, [7]
+  // barrier, [8] down, [9] barrier, [10] LM head, [11] steps.
+  unsigned long long* trace;
 };
+constexpr int kPersistTraceSlots = 12;
+// One tile counter per GEMV phase: 4 per layer and the LM head.
+__host__ __device__ constexpr int persistent_claims(int n_layers) { return 4 * n_layers + 1; }
 // Shapes the kernel has a configuration for (Llama 3.x 1B/3B/8B: head_dim 64
-// or 128, up to 4 query heads per kv head, hidden <= 4096, inter <= 16384).
+// or 128, and dummy:tiny's 32; up to 4 query heads per kv head, hidden <= 4096,
+// inter <= 16384).
 bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, int n_kv_heads,
                                  int head_dim);
 int persistent_max_splits();

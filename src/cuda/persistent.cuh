@@ -15,11 +15,19 @@
 //
 // Roles: warps 0-7 consume (the dot products of gemv_tma.cuh: thread t of a
 // group holds its slice of x in registers; a warp reduces each row of a
-// stage; the partial sums meet on `done` mbarriers; warp j % 8 runs tile j's
-// epilogue), warp 8 lane 0 produces (one cp.async.bulk per weight row into
-// the stage, completing on the stage's `full` mbarrier). Producer and
-// consumers count tiles with the same running index j across phases, so the
+// stage; the partial sums meet on `done` mbarriers; one warp in turn runs a
+// tile's epilogue), warp 8 lane 0 produces (one cp.async.bulk per weight row
+// into the stage, completing on the stage's `full` mbarrier). Producer and
+// consumers count stages with the same running index j across phases, so the
 // ring's stage (j % S) and parity (j / S) line up without any other protocol.
+//
+// Tiles are claimed, not assigned (run 12c): the producer takes the next
+// tile of the phase from a global counter (one atomicAdd per tile, issued
+// before it waits for a free stage), writes its index beside the stage, and
+// closes the phase with an empty stage (index -1). A grid barrier waits for
+// the slowest block, and with a fixed tile -> block map the same low blocks
+// carried the extra tile of every phase and an SM that streamed slower held
+// everyone; claimed tiles go to whichever SM has room.
 //
 // Memory: activations written by one block and read by another inside the
 // kernel (h, q, act, the attention partials, the KV row at pos) are read with
@@ -51,6 +59,7 @@ constexpr int kPersistTile = 64;                    // keys per attention tile
 // in static shared memory (declared by the kernel, passed here).
 struct PersistRing {
   unsigned char* stages;  // [kPersistStages][kPersistStageBytes]
+  int* tile;              // [kPersistStages]: the tile in the stage, -1: end of the phase
   uint64_t* full;         // [kPersistStages]: 1 arrival (the producer) + the bytes
   uint64_t* empty;        // [kPersistStages]: one arrival per consumer warp
   uint64_t* done;         // [kPersistParts]: one arrival per consumer warp
@@ -69,28 +78,33 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
   return v;
 }
 
-// Grid barrier of the consumers of all blocks. bar [2]: arrivals, generation;
-// zero before the first launch, and left so by every barrier (the last
-// arrival resets the count before it releases the next generation), so it
-// needs no reset between launches. Requires every block to be resident: the
-// kernel is launched cooperatively with at most one block per SM.
-__device__ __forceinline__ void grid_sync(unsigned* bar) {
-  consumer_sync();  // this block's writes are done (and seen by thread 0)
+// Grid barrier of the consumers of all blocks. bar [2]: arrivals, exits;
+// zero at launch. The k-th barrier of a launch waits until k * gridDim.x
+// arrivals are counted: one release-add and a polling acquire-load per block,
+// no reset on the way (run 12a's generation scheme paid three more L2 round
+// trips in the last arriver). persist_exit() zeroes both counters for the
+// next launch once every block is past its last barrier. k: barriers passed,
+// kept by thread 0. Requires every block resident: cooperative launch, one
+// block per SM.
+__device__ __forceinline__ void grid_sync(unsigned* bar, unsigned& k) {
+  consumer_sync();  // this block's writes are done (and ordered before thread 0's release)
   if (threadIdx.x == 0) {
-    // The generation cannot move before our own arrival: read it first.
-    const unsigned gen = ld_acquire_gpu(bar + 1);
-    __threadfence();  // cumulative: the block's writes before our arrival
-    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-      atomicExch(bar, 0u);
-      __threadfence();
-      atomicAdd(bar + 1, 1u);  // release the waiting blocks
-    } else {
-      while (ld_acquire_gpu(bar + 1) == gen) {
-      }
+    const unsigned target = ++k * gridDim.x;
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
+    while (ld_acquire_gpu(bar) < target) {
     }
-    __threadfence();
   }
   consumer_sync();
+}
+
+// ... and the tile counters claims [n_claims] (every producer has made its
+// last claim before its block's consumers get here).
+__device__ __forceinline__ void persist_exit(unsigned* bar, int* claims, int n_claims) {
+  if (threadIdx.x == 0 && atomicAdd(bar + 1, 1u) == gridDim.x - 1) {
+    for (int i = 0; i < n_claims; ++i) claims[i] = 0;
+    bar[0] = 0;  // nobody polls any more: every block has arrived here
+    bar[1] = 0;
+  }
 }
 
 // 8 floats at p (16-byte aligned) through L2 only.
@@ -101,31 +115,91 @@ __device__ __forceinline__ void load8_cg(const float* p, float (&v)[8]) {
 }
 
 // h[row] += sum, reading h through L2 (gemv.cuh's ResidualEpi reads it through
-// L1, which may hold a line another block has since changed).
+// L1, which may hold a line another block has since changed), as soon as the
+// tile has landed (prepare), so the read is in flight during the dot products.
 template <int R>
 struct ResidualCgEpi {
   float* h;
-  using Pre = NoPre;
+  struct Pre {
+    float v[R];
+  };
   __device__ int row(int g, int r) const { return g * R + r; }
-  __device__ void store(int g, const float (&acc)[R], Pre) const {
+  __device__ Pre prepare(int g) const {
+    Pre p;
 #pragma unroll
-    for (int r = 0; r < R; ++r) h[g * R + r] = __ldcg(h + g * R + r) + acc[r];
+    for (int r = 0; r < R; ++r) p.v[r] = __ldcg(h + g * R + r);
+    return p;
+  }
+  __device__ void store(int g, const float (&acc)[R], const Pre& p) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) h[g * R + r] = p.v[r] + acc[r];
+  }
+};
+
+// The QKV epilogue of the persistent kernel: gemv.cuh's QkvRopeEpi with the
+// step's cos/sin of pos * inv_freq[i] from a table each block fills at entry
+// (cs [2][half_dim] in shared memory) instead of a precise sincosf per row
+// pair in the epilogue warp.
+template <typename T>
+struct QkvRopeTableEpi {
+  float* q;    // [n_heads * d]
+  T* k_cache;  // [max_ctx, kv_dim], this layer
+  T* v_cache;
+  const int32_t* pos;
+  const float* cs;  // [2][half_dim]: cos, sin
+  int half_dim, n_heads, n_kv_heads;
+  using Pre = NoPre;
+  __device__ int row(int g, int r) const {
+    const int head = g / half_dim, i = g % half_dim;
+    return head * 2 * half_dim + i + r * half_dim;
+  }
+  __device__ Pre prepare(int) const { return {}; }
+  __device__ void store(int g, const float (&acc)[2], Pre) const {
+    const int head = g / half_dim, i = g % half_dim, d = 2 * half_dim;
+    float a = acc[0], b = acc[1];
+    if (head < n_heads + n_kv_heads) {
+      const float c = cs[i], sn = cs[half_dim + i];
+      const float a2 = a * c - b * sn;
+      b = b * c + a * sn;
+      a = a2;
+    }
+    if (head < n_heads) {
+      q[head * d + i] = a;
+      q[head * d + i + half_dim] = b;
+      return;
+    }
+    const int p = *pos, kv_dim = n_kv_heads * d;
+    const bool is_k = head < n_heads + n_kv_heads;
+    T* dst = (is_k ? k_cache : v_cache) + size_t(p) * kv_dim +
+             (head - n_heads - (is_k ? 0 : n_kv_heads)) * d;
+    dst[i] = from_f32<T>(a);
+    dst[i + half_dim] = from_f32<T>(b);
   }
 };
 
 // ---- producer: the weight tiles of one phase --------------------------------
-// Tile = G row groups of R rows (epi.row maps them); block b takes tiles
-// b, b + gridDim.x, ... Lane 0 of the producer warp only.
+// Tile = G row groups of R rows (epi.row maps them), claimed from *claim
+// (zero before the phase; every block's producer adds to it). Lane 0 of the
+// producer warp only.
 template <typename T, int R, int G, typename Epi>
 __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* __restrict__ W,
-                                                int K, int groups, const Epi& epi, int& j) {
+                                                int K, int groups, const Epi& epi, int* claim,
+                                                int& j) {
   const uint32_t row_bytes = uint32_t(K) * sizeof(T);
   const int ntiles = (groups + G - 1) / G;
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, ++j) {
+  for (;; ++j) {
+    const int tile = atomicAdd(claim, 1);  // in flight while we wait for the stage
     const int buf = j % kPersistStages;
-    if (j >= kPersistStages)  // every consumer warp released tile j - S
+    if (j >= kPersistStages)  // every consumer warp released stage use j - S
       mbar_wait(smem_u32(&rg.empty[buf]), uint32_t((j - kPersistStages) / kPersistStages) & 1u);
     const uint32_t bar = smem_u32(&rg.full[buf]);
+    if (tile >= ntiles) {  // the phase is done: an empty stage says so
+      rg.tile[buf] = -1;
+      mbar_arrive(bar);  // release: the index is visible to the waiters
+      ++j;
+      return;
+    }
+    rg.tile[buf] = tile;
     const int ng = min(G, groups - tile * G);
     mbar_expect(bar, uint32_t(ng) * R * row_bytes);
     unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes;
@@ -140,11 +214,12 @@ __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* 
 // ---- consumers: one GEMV phase ----------------------------------------------
 // y rows of W [rows, K] . x, x chunk c (8 elements) from xfn(c, v[8]); with
 // kNorm, x * norm_w scaled by rsqrt(mean(x^2) + eps) (applied to the sums, as
-// gemv.cuh). NC: chunks per thread (K <= NC * 8 * 256 / G).
+// gemv.cuh). NC: chunks per thread (K <= NC * 8 * 256 / G). j: stages used so
+// far; jd: tiles reduced so far (the `done` slots and the epilogue warp).
 template <typename T, int R, int G, int NC, bool kNorm, typename Epi, typename XFn>
 __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, int groups,
                                                 const T* __restrict__ norm_w, float eps, XFn xfn,
-                                                const Epi& epi, int& j) {
+                                                const Epi& epi, int& j, int& jd) {
   constexpr int kGroupThreads = kGemvThreads / G;
   constexpr int kWarpsPerGroup = kGroupThreads / 32;
   static_assert(kGemvThreads % (32 * G) == 0 && G <= 32 && R <= 2);
@@ -187,10 +262,20 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     rstd = rsqrtf(ss / float(K) + eps);
   }
 
-  const int ntiles = (groups + G - 1) / G;
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, ++j) {
-    const int buf = j % kPersistStages, p = j % kPersistParts;
+  for (;; ++j) {
+    const int buf = j % kPersistStages;
     mbar_wait(smem_u32(&rg.full[buf]), uint32_t(j / kPersistStages) & 1u);
+    const int tile = *static_cast<volatile int*>(&rg.tile[buf]);
+    if (tile < 0) {  // end of the phase: release the stage and leave
+      __syncwarp();
+      if (lane == 0) mbar_arrive(smem_u32(&rg.empty[buf]));
+      ++j;
+      return;
+    }
+    const int p = jd % kPersistParts;
+    const bool epi_warp = warp == jd % kPersistWarps;
+    typename Epi::Pre pre{};  // the epilogue's global reads, under the dot products
+    if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
     const unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes + slot * R * row_bytes;
     float acc[R] = {};
 #pragma unroll
@@ -216,8 +301,8 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
       mbar_arrive(smem_u32(&rg.empty[buf]));
       mbar_arrive(smem_u32(&rg.done[p]));  // release: part is visible to the waiter
     }
-    if (warp == j % kPersistWarps) {  // this tile's epilogue
-      mbar_wait(smem_u32(&rg.done[p]), uint32_t(j / kPersistParts) & 1u);
+    if (epi_warp) {  // this tile's epilogue
+      mbar_wait(smem_u32(&rg.done[p]), uint32_t(jd / kPersistParts) & 1u);
       const int g = tile * G + lane;
       if (lane < G && g < groups) {
         float sum[R];
@@ -228,9 +313,10 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
           for (int i = 0; i < kWarpsPerGroup; ++i) sum[r] += rg.part[p][lane * kWarpsPerGroup + i][r];
           sum[r] *= rstd;
         }
-        epi.store(g, sum, typename Epi::Pre{});
+        epi.store(g, sum, pre);
       }
     }
+    ++jd;
   }
 }
 
@@ -265,9 +351,26 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
   const int per = (keys + nsplit - 1) / nsplit;
   const float scale = rsqrtf(float(HD));
 
+  const int col0 = c * 8;
   for (int item = blockIdx.x; item < n_kv_heads * nsplit; item += gridDim.x) {
     const int kvh = item % n_kv_heads, split = item / n_kv_heads;
     const int start = split * per, end = min(keys, start + per);
+    const size_t col = size_t(kvh) * HD + col0;
+    // K and V rows of a tile, loaded together (they do not depend on q): the
+    // first tile's loads are in flight with q's, so a short context costs one
+    // memory round trip, not three.
+    uint4 kr[kPasses], vr[kPasses];
+    auto load_tile = [&](int t0) {
+      const int nt = min(kPersistTile, end - t0);
+#pragma unroll
+      for (int p = 0; p < kPasses; ++p) {
+        const int jk = p * KP + kj;
+        const size_t off = size_t(t0 + jk) * kv_dim + col;
+        kr[p] = jk < nt ? __ldcg(reinterpret_cast<const uint4*>(kc + off)) : make_uint4(0, 0, 0, 0);
+        vr[p] = jk < nt ? __ldcg(reinterpret_cast<const uint4*>(vc + off)) : make_uint4(0, 0, 0, 0);
+      }
+    };
+    if (start < end) load_tile(start);
     for (int i = tid; i < G * HD; i += kGemvThreads)
       qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * scale;
     if (tid < GM) {
@@ -275,22 +378,14 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
       l_s[tid] = 0.0f;
     }
     consumer_sync();  // qs, m_s, l_s
-    const size_t col = size_t(kvh) * HD + c * 8;
     float acc[GM][8] = {};
     for (int t0 = start; t0 < end; t0 += kPersistTile) {
       const int nt = min(kPersistTile, end - t0);
-      uint4 rows[kPasses];
-#pragma unroll
-      for (int p = 0; p < kPasses; ++p) {
-        const int jk = p * KP + kj;
-        rows[p] = jk < nt ? __ldcg(reinterpret_cast<const uint4*>(kc + size_t(t0 + jk) * kv_dim + col))
-                          : make_uint4(0, 0, 0, 0);
-      }
 #pragma unroll
       for (int p = 0; p < kPasses; ++p) {
         const int jk = p * KP + kj;
         float f[8];
-        unpack8<T>(rows[p], f);
+        unpack8<T>(kr[p], f);
 #pragma unroll
         for (int g = 0; g < GM; ++g) {
           if (g >= G) break;
@@ -301,12 +396,6 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
           for (int o = TPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
           if (c == 0 && jk < nt) sc[g][jk] = s;
         }
-      }
-#pragma unroll
-      for (int p = 0; p < kPasses; ++p) {  // V rows in flight during the softmax
-        const int jk = p * KP + kj;
-        rows[p] = jk < nt ? __ldcg(reinterpret_cast<const uint4*>(vc + size_t(t0 + jk) * kv_dim + col))
-                          : make_uint4(0, 0, 0, 0);
       }
       consumer_sync();  // scores of the tile
       for (int g = warp; g < G; g += kPersistWarps) {
@@ -338,7 +427,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
         const int jk = p * KP + kj;
         if (jk >= nt) break;
         float f[8];
-        unpack8<T>(rows[p], f);
+        unpack8<T>(vr[p], f);
 #pragma unroll
         for (int g = 0; g < GM; ++g) {
           if (g >= G) break;
@@ -347,6 +436,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
           for (int e = 0; e < 8; ++e) acc[g][e] += pr * f[e];
         }
       }
+      if (t0 + kPersistTile < end) load_tile(t0 + kPersistTile);
       consumer_sync();  // sc and alpha_s are rewritten by the next tile
     }
     // Sum the key lanes: those of a warp by shuffles, then the 8 warps.
