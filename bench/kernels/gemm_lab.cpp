@@ -46,9 +46,15 @@ constexpr Shape kLayer[] = {{"qkv", 6144, 4096, false},
                             {"down", 4096, 14336, true}};
 constexpr Shape kHead{"lm_head", 128256, 4096, false};
 
-float host_t(float v) { return __half2float(__float2half_rn(v)); }
-float w_at(uint64_t stream, size_t i) { return host_t(kWScale * uniform_pm1(kSeed, stream, i)); }
-float x_at(size_t i) { return host_t(uniform_pm1(kSeed, kXStream, i)); }
+float host_t(float v) {
+  return __half2float(__float2half_rn(v));
+}
+float w_at(uint64_t stream, size_t i) {
+  return host_t(kWScale * uniform_pm1(kSeed, stream, i));
+}
+float x_at(size_t i) {
+  return host_t(uniform_pm1(kSeed, kXStream, i));
+}
 
 struct Result {
   double ms = 0;
@@ -94,8 +100,8 @@ class Lab {
   void ex(const Shape& sh, int m, cudaDataType_t out, bool acc) {
     const float alpha = 1.0f, beta = acc ? 1.0f : 0.0f;
     if (cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, sh.N, m, sh.K, &alpha, w_.as(), CUDA_R_16F,
-                     sh.K, x_.as(), CUDA_R_16F, sh.K, &beta, y_.as(), out, sh.N,
-                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+                     sh.K, x_.as(), CUDA_R_16F, sh.K, &beta, y_.as(), out, sh.N, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
       std::abort();
   }
 
@@ -133,11 +139,11 @@ class Lab {
     const LtShape ls{sq.N, sq.K, CUDA_R_16F, CUDA_R_16F, false};
     double best = 1e30;
     for (const cublasLtMatmulAlgo_t& a : lt_.candidates(ls, 8192, kCands))
-      best = std::min(best, median_ms(s_, kReps, [&](int) {
-                        if (lt_.run(ls, 8192, a, w_.as(), x_.as(), y_.as(), s_) !=
-                            CUBLAS_STATUS_SUCCESS)
-                          std::abort();
-                      }));
+      best = std::min(
+          best, median_ms(s_, kReps, [&](int) {
+            if (lt_.run(ls, 8192, a, w_.as(), x_.as(), y_.as(), s_) != CUBLAS_STATUS_SUCCESS)
+              std::abort();
+          }));
     return 2.0 * 8192.0 * 8192.0 * 8192.0 / (best * 1e-3) / 1e12;
   }
 
@@ -263,11 +269,14 @@ int run() {
         v ? "lt" : "old (ex f32)", step[0], step[1], gemm_s, flop / gemm_s / 1e12, with_attn,
         1024 * 128 / with_attn, 1024 * 128 / gemm_s);
   }
-  std::printf("%s\n", bad ? "SOME VARIANTS FAILED THE CHECK" : "all variants match the host reference");
+  std::printf("%s\n",
+              bad ? "SOME VARIANTS FAILED THE CHECK" : "all variants match the host reference");
   return bad ? 1 : 0;
 }
 
 }  // namespace
 }  // namespace hayate::cuda
 
-int main() { return hayate::cuda::run(); }
+int main() {
+  return hayate::cuda::run();
+}

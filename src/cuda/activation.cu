@@ -70,8 +70,7 @@ __global__ void silu_mul8_t_kernel(const T* __restrict__ gu,  // [n, 2 inter]: g
 
 // T input, any inter: columns on grid.x (grid-stride), rows on grid.y.
 template <typename T>
-__global__ void silu_mul_t_kernel(const T* __restrict__ gu, int n, int inter,
-                                  T* __restrict__ out) {
+__global__ void silu_mul_t_kernel(const T* __restrict__ gu, int n, int inter, T* __restrict__ out) {
   for (int row = blockIdx.y; row < n; row += gridDim.y) {
     const T* g_row = gu + size_t(row) * 2 * inter;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < inter; j += gridDim.x * blockDim.x)
@@ -113,7 +112,6 @@ void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s) {
 }
 
 template void silu_mul<half>(const half*, int, int, half*, cudaStream_t);
-template void silu_mul<__nv_bfloat16>(const __nv_bfloat16*, int, int, __nv_bfloat16*,
-                                      cudaStream_t);
+template void silu_mul<__nv_bfloat16>(const __nv_bfloat16*, int, int, __nv_bfloat16*, cudaStream_t);
 
 }  // namespace hayate::cuda

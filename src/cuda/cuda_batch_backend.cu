@@ -16,34 +16,26 @@
 // Steps whose decode rows all have contexts of at most 128 keys (head_dim 128)
 // run the one-pass short-context attention (paged_decode_short.cu): buckets
 // up to kShortGraphMaxRows have a second graph for it.
-// GEMMs (HAYATE_BATCH_GEMM=lt, the default): for each shape at row counts
-// 16, 32, 64, ..., max_num_batched_tokens and max_num_seqs, the fastest of
-// cuBLASLt's first 8 algorithms and cublasGemmEx, timed at start-up (gemm_lt.h);
-// other row counts run cublasGemmEx;
-// QKV and gate/up write T (their only readers, paged_rope_kv and silu_mul, take
-// T), o_proj and down accumulate into the fp32 residual, the LM head writes
-// fp32 logits. For same-binary comparisons (bench/kernels/NOTES.md, "GEMM lab"):
-// HAYATE_BATCH_GEMM=ex16 runs every product through cublasGemmEx with the same
-// T outputs (no cuBLASLt), =ex the previous path (cublasGemmEx, fp32 outputs).
-#include <cublas_v2.h>
-
+// GEMMs (batch_gemm.h): cuBLASLt or cublasGemmEx per shape and row count,
+// picked by a start-up timing; QKV and gate/up write T (their only readers,
+// paged_rope_kv and silu_mul, take T), o_proj and down accumulate into the
+// fp32 residual, the LM head writes fp32 logits (HAYATE_BATCH_GEMM=ex16|ex:
+// GemmEx only, with T or fp32 outputs, for same-binary comparisons).
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "cuda/batch_gemm.h"
 #include "cuda/batch_graphs.h"
 #include "cuda/buffer.h"
 #include "cuda/cuda_batch_backend.h"
 #include "cuda/device_info.h"
-#include "cuda/gemm_lt.h"
 #include "cuda/gemv_batched.h"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
@@ -52,33 +44,11 @@
 #include "cuda/weights.h"
 #include "model/model.h"
 
-#define HAYATE_CUBLAS_CHECK_B(expr)                                                               \
-  do {                                                                                            \
-    cublasStatus_t hayate_st_ = (expr);                                                           \
-    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                                       \
-      std::fprintf(stderr, "hayate: cuBLAS error %d at %s:%d in %s\n", int(hayate_st_), __FILE__, \
-                   __LINE__, #expr);                                                              \
-      std::abort();                                                                               \
-    }                                                                                             \
-  } while (0)
-
 namespace hayate {
 namespace cuda {
 namespace {
 
-template <typename T>
-constexpr cudaDataType_t cublas_type();
-template <>
-constexpr cudaDataType_t cublas_type<half>() {
-  return CUDA_R_16F;
-}
-template <>
-constexpr cudaDataType_t cublas_type<__nv_bfloat16>() {
-  return CUDA_R_16BF;
-}
-
-constexpr size_t kCublasWorkspace = size_t(32) << 20;  // fixed, so GEMMs can be graph-captured
-constexpr int kMaxSplits = 32;                         // decode: partitions of the KV length
+constexpr int kMaxSplits = 32;  // decode: partitions of the KV length
 // Buckets of up to this many rows get a second graph with the one-pass
 // short-context attention (paged_attn_lab on the H200, per layer: 1 row x 128
 // keys 12.9 us vs 17.2 split, 8 x 100 13.0 vs 17.4). Larger buckets keep one
@@ -129,25 +99,18 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     sampler_ = sampler ? sampler : "auto";
     HAYATE_CHECK(sampler_ == "auto" || sampler_ == "batched" || sampler_ == "rows",
                  "HAYATE_BATCH_SAMPLER must be auto, batched or rows, got '", sampler_, "'");
-    const char* gemm = std::getenv("HAYATE_BATCH_GEMM");
-    const std::string gemm_s = gemm ? gemm : "lt";
-    HAYATE_CHECK(gemm_s == "lt" || gemm_s == "ex16" || gemm_s == "ex",
-                 "HAYATE_BATCH_GEMM must be lt, ex16 or ex, got '", gemm_s, "'");
-    t_out_ = gemm_s != "ex";
+    const BatchGemmPath gemm_path = batch_gemm_path();
 
     HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
     device_ = o.device;
     HAYATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
-    HAYATE_CUBLAS_CHECK_B(cublasCreate(&cublas_));
-    HAYATE_CUBLAS_CHECK_B(cublasSetStream(cublas_, s_));
-    cublas_ws_ = DeviceBuffer(kCublasWorkspace);
-    HAYATE_CUBLAS_CHECK_B(cublasSetWorkspace(cublas_, cublas_ws_.as(), kCublasWorkspace));
+    gemm_ = std::make_unique<BatchGemm<T>>(gemm_path, s_);
     paged_attention_init();
-    if (gemm_s == "lt") lt_ = std::make_unique<LtGemm>(cublas_ws_.as(), kCublasWorkspace);
 
     w_ = upload_weights<T>(model, s_);
     alloc_workspace();
-    tune_gemms();
+    gemm_->tune_model(c_, w_.layers[0], w_.lm_head, max_tokens_, max_seqs_,
+                      {xn_, attn_, last_, big_, h_, logits_});
     alloc_pool(o);
     short_keys_ = paged_decode_short_max_keys(c_.head_dim);
     capture_graphs();
@@ -155,7 +118,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   }
 
   ~CudaBatchBackend() override {
-    if (cublas_) cublasDestroy(cublas_);
+    gemm_.reset();  // its cuBLAS handles use the stream
     if (s_) cudaStreamDestroy(s_);
   }
 
@@ -280,7 +243,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     // at one row streams its weights slower: start-up timings, b1 gemv vs fused).
     const bool f32_attn = mm.fused && short_attn && n_dec > 0;
     // QKV and gate/up in T where cuBLASLt runs them (GEMV rows stay fp32).
-    const bool t_out = t_out_ && !mm.fused && rows > mm.gemv_rows;
+    const bool t_out = gemm_->t_out() && !mm.fused && rows > mm.gemv_rows;
     T* big_t = reinterpret_cast<T*>(big_);
     embed(w_.embed, d_tokens_, rows, D, h_, s_, false);  // H [rows, D]
     for (int l = 0; l < c_.num_layers; ++l) {
@@ -293,7 +256,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       } else {
         rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);  // XN [rows, D]
         if (t_out) {
-          gemm(L.wqkv, xn_, rows, qkvd, D, big_t, false);                   // QKV [rows, qkv] T
+          (*gemm_)(L.wqkv, xn_, rows, qkvd, D, big_t, false);               // QKV [rows, qkv] T
           paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
         } else {
           matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, mm);              // QKV [rows, qkv]
@@ -321,13 +284,13 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       }
       rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);  // XN [rows, D]
       if (t_out) {
-        gemm(L.w_gate_up, xn_, rows, 2 * I, D, big_t, false);  // GU [rows, 2I] T
-        silu_mul(big_t, rows, I, xn_, s_);                      // ACT [rows, I]
+        (*gemm_)(L.w_gate_up, xn_, rows, 2 * I, D, big_t, false);  // GU [rows, 2I] T
+        silu_mul(big_t, rows, I, xn_, s_);                         // ACT [rows, I]
       } else {
         matmul(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f, mm);  // GU [rows, 2I]
         silu_mul(big_, rows, I, xn_, s_);                          // ACT [rows, I]
       }
-      matmul(L.w_down, xn_, rows, D, I, h_, 1.0f, mm);           // H += ACT Wd^T
+      matmul(L.w_down, xn_, rows, D, I, h_, 1.0f, mm);  // H += ACT Wd^T
     }
     if (m == 0) return;
     if (mm.fused) {  // the one row is row 0 and samples
@@ -346,74 +309,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     if (m <= mm.gemv_rows)
       gemv_batched(W, x, m, N, K, y, beta, s_);
     else
-      gemm(W, x, m, N, K, y, beta != 0.0f);
-  }
-
-  // y [m, N] = x [m, K] . W [N, K]^T (+ y when accumulate), y in E (float or
-  // T), fp32 accumulation: the cuBLASLt algorithm tuned for m rows, else (m
-  // not tuned, or cublasGemmEx won the timing there) cublasGemmEx.
-  template <typename E>
-  void gemm(const T* W, const T* x, int m, int N, int K, E* y, bool accumulate) {
-    const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : cublas_type<T>();
-    if (lt_ && lt_->run_tuned({N, K, cublas_type<T>(), out, accumulate}, m, W, x, y, s_)) return;
-    gemm_ex(W, x, m, N, K, y, out, accumulate);
-  }
-
-  // Column-major view: y^T (N x m) = W^T (N x K, W stored K x N) . x^T (K x m).
-  void gemm_ex(const T* W, const T* x, int m, int N, int K, void* y, cudaDataType_t out,
-               bool accumulate) {
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    HAYATE_CUBLAS_CHECK_B(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &alpha, W,
-                                       cublas_type<T>(), K, x, cublas_type<T>(), K, &beta, y, out,
-                                       N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  }
-
-  // The cuBLASLt plans (lt path): every GEMM shape of forward() timed at the
-  // row counts 16, 32, 64, ... below max_num_batched_tokens, that count
-  // itself and max_num_seqs (LM head: up to max_num_seqs), on the real
-  // weights of layer 0 and random activations: the heuristic's first 8
-  // algorithms and cublasGemmEx, the fastest kept (GemmEx won e.g. down at
-  // 16,384 rows in the GEMM lab). Products of other row counts run
-  // cublasGemmEx. Once, before capture: nothing is timed or queried per step.
-  void tune_gemms() {
-    if (!lt_) return;
-    const int D = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim();
-    const auto tiers = [](int top, int also) {
-      std::vector<int> t;
-      for (int m = 16; m < top; m *= 2) t.push_back(m);
-      t.push_back(top);
-      if (also > 0 && also < top) t.push_back(also);
-      std::sort(t.begin(), t.end());
-      t.erase(std::unique(t.begin(), t.end()), t.end());
-      return t;
-    };
-    const std::vector<int> rows = tiers(max_tokens_, max_seqs_), heads = tiers(max_seqs_, 0);
-    const size_t xn_elems = size_t(max_tokens_) * size_t(std::max(D, I));
-    fill_dummy<T>(xn_, xn_elems, 1, 0, 1.0f, 0.0f, 0, s_);  // activations of about unit size
-    fill_dummy<T>(attn_, size_t(max_tokens_) * qd, 1, 1, 1.0f, 0.0f, 0, s_);
-    fill_dummy<T>(last_, size_t(max_seqs_) * D, 1, 2, 1.0f, 0.0f, 0, s_);
-    const LayerWeights<T>& L = w_.layers[0];
-    const cudaDataType_t t = cublas_type<T>(), f = CUDA_R_32F;
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string r;
-    constexpr int kCands = 8, kReps = 3;
-    const auto tune = [&](const char* name, LtShape sh, const std::vector<int>& ms, const T* W,
-                          const T* x, void* y) {
-      r += cat(" ", name, lt_->tune(sh, ms, kCands, kReps, W, x, y, s_, [&](int m) {
-        gemm_ex(W, x, m, sh.N, sh.K, y, sh.out, sh.accumulate);
-      }));
-    };
-    tune("qkv", {c_.qkv_dim(), D, t, t, false}, rows, L.wqkv, xn_, big_);
-    tune("o", {D, qd, t, f, true}, rows, L.wo, attn_, h_);
-    tune("gate_up", {2 * I, D, t, t, false}, rows, L.w_gate_up, xn_, big_);
-    tune("down", {D, I, t, f, true}, rows, L.w_down, xn_, h_);
-    tune("lm_head", {c_.vocab_size, D, t, f, false}, heads, w_.lm_head, last_, logits_);
-    std::fprintf(stderr,
-                 "hayate: GEMM algorithms timed in %.0f ms (fastest of %d cuBLASLt candidates and "
-                 "cublasGemmEx, marked ex; rows:us):%s\n",
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count(),
-                 kCands, r.c_str());
+      (*gemm_)(W, x, m, N, K, y, beta != 0.0f);
   }
 
   // Rows with temperature > 0 overwrite their greedy pick (engine/sampling.h
@@ -618,10 +514,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int short_keys_ = 0;  // decode contexts up to this many keys: one-pass attention
   DecodeMatmul matmul_ = DecodeMatmul::kAuto;
   cudaStream_t s_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
-  DeviceBuffer cublas_ws_;
-  std::unique_ptr<LtGemm> lt_;  // null: HAYATE_BATCH_GEMM=ex16 or ex (cublasGemmEx only)
-  bool t_out_ = true;           // QKV and gate/up GEMMs write T (false: ex, fp32)
+  std::unique_ptr<BatchGemm<T>> gemm_;
   DeviceWeights<T> w_;
   std::vector<DeviceBuffer> bufs_;
   DeviceBuffer k_pool_, v_pool_;  // [layers, num_blocks + 1, block_size, kv_dim] each

@@ -8,14 +8,14 @@
 #include "core/check.h"
 #include "cuda/launch.h"
 
-#define HAYATE_CUBLASLT_CHECK(expr)                                                        \
-  do {                                                                                     \
-    cublasStatus_t hayate_st_ = (expr);                                                    \
-    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                                \
+#define HAYATE_CUBLASLT_CHECK(expr)                                                       \
+  do {                                                                                    \
+    cublasStatus_t hayate_st_ = (expr);                                                   \
+    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                               \
       std::fprintf(stderr, "hayate: cuBLASLt error %d at %s:%d in %s\n", int(hayate_st_), \
-                   __FILE__, __LINE__, #expr);                                             \
-      std::abort();                                                                        \
-    }                                                                                      \
+                   __FILE__, __LINE__, #expr);                                            \
+      std::abort();                                                                       \
+    }                                                                                     \
   } while (0)
 
 namespace hayate::cuda {
@@ -70,8 +70,8 @@ std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const LtShape& sh, int m, i
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_, sizeof(ws_bytes_)));
   std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(k));
   int n = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h_, d.op_, d.w_, d.x_, d.y_, d.y_, pref,
-                                                           k, res.data(), &n);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(h_, d.op_, d.w_, d.x_, d.y_, d.y_, pref, k, res.data(), &n);
   cublasLtMatmulPreferenceDestroy(pref);
   std::vector<cublasLtMatmulAlgo_t> out;
   if (st != CUBLAS_STATUS_SUCCESS) return out;  // none: callers fall back

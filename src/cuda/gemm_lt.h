@@ -51,8 +51,8 @@ class LtGemm {
   // empty) on W, x, y (x and y hold tiers.back() rows; with accumulate, y
   // changes): median of `reps` runs after a warm one; keeps the fastest.
   // Returns a report (" m:us" per tier, "ex" where the baseline won).
-  std::string tune(const LtShape& sh, const std::vector<int>& tiers, int k, int reps,
-                   const void* W, const void* x, void* y, cudaStream_t s,
+  std::string tune(const LtShape& sh, const std::vector<int>& tiers, int k, int reps, const void* W,
+                   const void* x, void* y, cudaStream_t s,
                    const std::function<void(int m)>& baseline);
 
   // The product with the algorithm tuned for exactly m rows. False when m is

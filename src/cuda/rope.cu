@@ -96,8 +96,8 @@ template void rope_kv<__nv_bfloat16>(const float*, QkvShape, int, const float*, 
                                      float*, __nv_bfloat16*, __nv_bfloat16*, cudaStream_t);
 
 template <typename T>
-void paged_rope_kv(const T* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
-                   PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s) {
+void paged_rope_kv(const T* qkv, PagedShape sh, int n_tokens, const float* inv_freq, PagedMeta meta,
+                   float* q, T* k_pool, T* v_pool, cudaStream_t s) {
   if (n_tokens <= 0) return;
   launch({unsigned(n_tokens), 256, 0, s}, paged_rope_kv_t_kernel<T>, qkv, sh, inv_freq, meta, q,
          k_pool, v_pool);

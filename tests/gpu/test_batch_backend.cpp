@@ -26,9 +26,9 @@ struct Seq {
 // eager steps' products of up to 8 rows. cuBLAS runs as the backend's lt path
 // (tuned cuBLASLt, QKV and gate/up in T), as ex16 (cublasGemmEx, same T
 // outputs) and as the previous ex path (cublasGemmEx, fp32 outputs).
-class BatchStepsTest
-    : public BatchBackendTest,
-      public ::testing::WithParamInterface<std::tuple<DecodeMatmul, const char*>> {};
+class BatchStepsTest : public BatchBackendTest,
+                       public ::testing::WithParamInterface<std::tuple<DecodeMatmul, const char*>> {
+};
 
 TEST_P(BatchStepsTest, StepsMatchCpuPagedAndSingleSequence) {
   const EnvGuard gemm("HAYATE_BATCH_GEMM", std::get<1>(GetParam()));
@@ -109,11 +109,14 @@ INSTANTIATE_TEST_SUITE_P(
     Matmul, BatchStepsTest,
     ::testing::Values(std::tuple{DecodeMatmul::kCublas, "lt"},
                       std::tuple{DecodeMatmul::kCublas, "ex16"},
-                      std::tuple{DecodeMatmul::kCublas, "ex"}, std::tuple{DecodeMatmul::kGemv, "lt"}),
+                      std::tuple{DecodeMatmul::kCublas, "ex"},
+                      std::tuple{DecodeMatmul::kGemv, "lt"}),
     [](const ::testing::TestParamInfo<std::tuple<DecodeMatmul, const char*>>& i) {
       const std::string gemm = std::get<1>(i.param);
       return std::string(std::get<0>(i.param) == DecodeMatmul::kGemv ? "Gemv" : "Cublas") +
-             (gemm == "ex" ? "Ex" : gemm == "ex16" ? "Ex16" : "");
+             (gemm == "ex"     ? "Ex"
+              : gemm == "ex16" ? "Ex16"
+                               : "");
     });
 
 // Contexts past one decode partition (512 keys with max_model_len 2048): the

@@ -63,7 +63,8 @@ TYPED_TEST(BatchKernelTest, PagedRopeKvFromT) {
       cpu::rope(k.data(), 1, Hkv, d, pos[size_t(t)], inv.data());
       std::copy(q.begin(), q.end(), q_ref.begin() + size_t(t) * q_dim);
       const int p = pos[size_t(t)];
-      const size_t slot = size_t(tables[size_t(seq[size_t(t)] * max_blocks + p / bs)]) * bs + p % bs;
+      const size_t slot =
+          size_t(tables[size_t(seq[size_t(t)] * max_blocks + p / bs)]) * bs + p % bs;
       written[slot] = true;
       k_got.insert(k_got.end(), k_all.begin() + slot * kv_dim, k_all.begin() + (slot + 1) * kv_dim);
       v_got.insert(v_got.end(), v_all.begin() + slot * kv_dim, v_all.begin() + (slot + 1) * kv_dim);
@@ -89,8 +90,8 @@ TYPED_TEST(BatchKernelTest, SiluMulFromT) {
   SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
   for (auto [n, inter, out_off] : {std::tuple{5, 96, 0}, std::tuple{5, 100, 0},
                                    std::tuple{3, 1432, 3}, std::tuple{65537, 8, 0}}) {
-    SCOPED_TRACE(::testing::Message() << "n " << n << " inter " << inter << " out offset "
-                                      << out_off);
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " inter " << inter << " out offset " << out_off);
     auto gu = random_vec(size_t(n) * 2 * inter, this->rng_, -4.0f, 4.0f);
     round_to<T>(gu);
     Dev<T> dgu = dev_t<T>(gu);

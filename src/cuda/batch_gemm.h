@@ -1,0 +1,175 @@
+// The batched backend's GEMMs (cuda_batch_backend.cu): y [m, N] = x [m, K] .
+// W [N, K]^T (+ y), weights and activations in T (half or bf16), fp32
+// accumulation, y in fp32 or T. Three paths (HAYATE_BATCH_GEMM, for
+// same-binary comparisons on the device; bench/kernels/NOTES.md, "GEMM lab"):
+//   lt (default): at the row counts timed at start-up (tune_model), the
+//         fastest of cuBLASLt's first 8 algorithms and cublasGemmEx for each
+//         shape; other row counts cublasGemmEx; QKV and gate/up written in T.
+//   ex16: cublasGemmEx only, QKV and gate/up written in T.
+//   ex:   cublasGemmEx only, fp32 outputs everywhere (the path before the lab).
+// Used from one .cu file only, so the class template lives in this header.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/check.h"
+#include "cuda/buffer.h"
+#include "cuda/gemm_lt.h"
+#include "cuda/launch.h"
+#include "cuda/ops.h"
+#include "cuda/weights.h"
+
+#define HAYATE_CUBLAS_CHECK_B(expr)                                                               \
+  do {                                                                                            \
+    cublasStatus_t hayate_st_ = (expr);                                                           \
+    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                                       \
+      std::fprintf(stderr, "hayate: cuBLAS error %d at %s:%d in %s\n", int(hayate_st_), __FILE__, \
+                   __LINE__, #expr);                                                              \
+      std::abort();                                                                               \
+    }                                                                                             \
+  } while (0)
+
+namespace hayate::cuda {
+
+template <typename T>
+constexpr cudaDataType_t cublas_type();
+template <>
+constexpr cudaDataType_t cublas_type<half>() {
+  return CUDA_R_16F;
+}
+template <>
+constexpr cudaDataType_t cublas_type<__nv_bfloat16>() {
+  return CUDA_R_16BF;
+}
+
+enum class BatchGemmPath { kLt, kEx16, kEx };
+
+// HAYATE_BATCH_GEMM: lt (default), ex16 or ex; throws Error for anything else.
+inline BatchGemmPath batch_gemm_path() {
+  const char* env = std::getenv("HAYATE_BATCH_GEMM");
+  const std::string p = env ? env : "lt";
+  HAYATE_CHECK(p == "lt" || p == "ex16" || p == "ex",
+               "HAYATE_BATCH_GEMM must be lt, ex16 or ex, got '", p, "'");
+  return p == "lt" ? BatchGemmPath::kLt : p == "ex16" ? BatchGemmPath::kEx16 : BatchGemmPath::kEx;
+}
+
+template <typename T>
+class BatchGemm {
+ public:
+  static constexpr size_t kWorkspace = size_t(32) << 20;  // fixed, so GEMMs can be graph-captured
+
+  BatchGemm(BatchGemmPath path, cudaStream_t s) : s_(s), t_out_(path != BatchGemmPath::kEx) {
+    HAYATE_CUBLAS_CHECK_B(cublasCreate(&cublas_));
+    HAYATE_CUBLAS_CHECK_B(cublasSetStream(cublas_, s_));
+    ws_ = DeviceBuffer(kWorkspace);
+    HAYATE_CUBLAS_CHECK_B(cublasSetWorkspace(cublas_, ws_.as(), kWorkspace));
+    if (path == BatchGemmPath::kLt) lt_ = std::make_unique<LtGemm>(ws_.as(), kWorkspace);
+  }
+  ~BatchGemm() {
+    lt_.reset();
+    if (cublas_) cublasDestroy(cublas_);
+  }
+  BatchGemm(const BatchGemm&) = delete;
+  BatchGemm& operator=(const BatchGemm&) = delete;
+
+  // QKV and gate/up write T (their only readers, paged_rope_kv and silu_mul,
+  // take T) instead of fp32: every path but ex.
+  bool t_out() const { return t_out_; }
+
+  // y [m, N] = x [m, K] . W [N, K]^T (+ y when accumulate), y in E (float or
+  // T): the cuBLASLt algorithm tuned for m rows, else (m not tuned, or
+  // cublasGemmEx won the timing there) cublasGemmEx.
+  template <typename E>
+  void operator()(const T* W, const T* x, int m, int N, int K, E* y, bool accumulate) const {
+    const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : cublas_type<T>();
+    if (lt_ && lt_->run_tuned({N, K, cublas_type<T>(), out, accumulate}, m, W, x, y, s_)) return;
+    ex(W, x, m, N, K, y, out, accumulate);
+  }
+
+  // Buffers the start-up timing fills and overwrites (before any step):
+  // x [max_tokens, max(hidden, inter)], attn [max_tokens, q_dim], last
+  // [max_seqs, hidden] in T; big [max_tokens, max(qkv_dim, 2 inter)] (as T),
+  // h [max_tokens, hidden], logits [max_seqs, vocab] in fp32.
+  struct TuneBuffers {
+    T *x, *attn, *last;
+    void* big;
+    float *h, *logits;
+  };
+
+  // The lt path's plans: every GEMM shape of the forward pass timed at the
+  // row counts 16, 32, 64, ... below max_tokens, max_tokens itself and
+  // max_seqs (LM head: up to max_seqs), on the real weights of layer 0 and
+  // random activations: the heuristic's first 8 algorithms and cublasGemmEx,
+  // the fastest kept (GemmEx won e.g. down at 16,384 rows in the GEMM lab).
+  // Once, before capture: nothing is timed or queried per step. Prints the
+  // picks to stderr.
+  void tune_model(const ModelConfig& c, const LayerWeights<T>& L, const T* lm_head, int max_tokens,
+                  int max_seqs, const TuneBuffers& b) {
+    if (!lt_) return;
+    const int D = c.hidden_size, I = c.intermediate_size, qd = c.q_dim();
+    const auto tiers = [](int top, int also) {
+      std::vector<int> t;
+      for (int m = 16; m < top; m *= 2) t.push_back(m);
+      t.push_back(top);
+      if (also > 0 && also < top) t.push_back(also);
+      std::sort(t.begin(), t.end());
+      t.erase(std::unique(t.begin(), t.end()), t.end());
+      return t;
+    };
+    const std::vector<int> rows = tiers(max_tokens, max_seqs), heads = tiers(max_seqs, 0);
+    const size_t x_elems = size_t(max_tokens) * size_t(std::max(D, I));
+    fill_dummy<T>(b.x, x_elems, 1, 0, 1.0f, 0.0f, 0, s_);  // activations of about unit size
+    fill_dummy<T>(b.attn, size_t(max_tokens) * qd, 1, 1, 1.0f, 0.0f, 0, s_);
+    fill_dummy<T>(b.last, size_t(max_seqs) * D, 1, 2, 1.0f, 0.0f, 0, s_);
+    const cudaDataType_t t = cublas_type<T>(), f = CUDA_R_32F;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string r;
+    constexpr int kCands = 8, kReps = 3;
+    const auto tune = [&](const char* name, LtShape sh, const std::vector<int>& ms, const T* W,
+                          const T* x, void* y) {
+      r += cat(" ", name, lt_->tune(sh, ms, kCands, kReps, W, x, y, s_, [&](int m) {
+        ex(W, x, m, sh.N, sh.K, y, sh.out, sh.accumulate);
+      }));
+    };
+    tune("qkv", {c.qkv_dim(), D, t, t, false}, rows, L.wqkv, b.x, b.big);
+    tune("o", {D, qd, t, f, true}, rows, L.wo, b.attn, b.h);
+    tune("gate_up", {2 * I, D, t, t, false}, rows, L.w_gate_up, b.x, b.big);
+    tune("down", {D, I, t, f, true}, rows, L.w_down, b.x, b.h);
+    tune("lm_head", {c.vocab_size, D, t, f, false}, heads, lm_head, b.last, b.logits);
+    std::fprintf(
+        stderr,
+        "hayate: GEMM algorithms timed in %.0f ms (fastest of %d cuBLASLt candidates and "
+        "cublasGemmEx, marked ex; rows:us):%s\n",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+        kCands, r.c_str());
+  }
+
+ private:
+  // Column-major view: y^T (N x m) = W^T (N x K, W stored K x N) . x^T (K x m).
+  void ex(const T* W, const T* x, int m, int N, int K, void* y, cudaDataType_t out,
+          bool accumulate) const {
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    HAYATE_CUBLAS_CHECK_B(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &alpha, W,
+                                       cublas_type<T>(), K, x, cublas_type<T>(), K, &beta, y, out,
+                                       N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  cudaStream_t s_ = nullptr;
+  bool t_out_ = true;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer ws_;
+  std::unique_ptr<LtGemm> lt_;  // null: ex16 or ex
+};
+
+}  // namespace hayate::cuda
