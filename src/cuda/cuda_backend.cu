@@ -285,9 +285,9 @@ class CudaBackend final : public Backend {
     const size_t splits = size_t(persistent_max_splits());
     auto* barrier = alloc<unsigned>(bufs_, 2);
     HAYATE_CUDA_CHECK(cudaMemset(barrier, 0, 2 * sizeof(unsigned)));
-    const int n_claims = persistent_claims(c.num_layers);
-    auto* claims = alloc<int>(bufs_, n_claims);
-    HAYATE_CUDA_CHECK(cudaMemset(claims, 0, n_claims * sizeof(int)));
+    const int n_counters = persistent_counters(c.num_layers, c.num_kv_heads);
+    auto* counters = alloc<int>(bufs_, n_counters);
+    HAYATE_CUDA_CHECK(cudaMemset(counters, 0, n_counters * sizeof(int)));
     persist_ = PersistentDecode<T>{d_layers,
                                    c.num_layers,
                                    c.hidden_size,
@@ -302,13 +302,15 @@ class CudaBackend final : public Backend {
                                    inv_freq_,
                                    &state_->pos,
                                    h_,
+                                   alloc<float>(bufs_, c.hidden_size),
                                    q_,
                                    act_,
+                                   attn_,
                                    alloc<float>(bufs_, splits * c.q_dim()),
                                    alloc<float>(bufs_, splits * c.num_heads * 2),
                                    logits_,
                                    barrier,
-                                   claims,
+                                   counters,
                                    nullptr};
     if (tuning_.persistent_trace) {
       persist_.trace = alloc<unsigned long long>(bufs_, kPersistTraceSlots);
@@ -322,7 +324,7 @@ class CudaBackend final : public Backend {
     unsigned long long t[kPersistTraceSlots] = {};
     if (cudaMemcpy(t, persist_.trace, sizeof t, cudaMemcpyDeviceToHost) != cudaSuccess || t[11] == 0)
       return;
-    const char* names[] = {"qkv", "bar", "attn", "bar", "o_proj", "bar", "gate_up", "bar", "down", "bar"};
+    const char* names[] = {"qkv", "attn", "attn wait", "o_proj", "bar", "gate_up", "bar", "down", "bar", "qkv bar"};
     const double per_layer = 1e3 * double(t[11]) * cfg_.num_layers;  // ns -> us per layer
     std::fprintf(stderr, "hayate: persistent phases, us per layer (block 0, %llu steps):", t[11]);
     for (int i = 0; i < 10; ++i) std::fprintf(stderr, " %s %.2f", names[i], double(t[i]) / per_layer);

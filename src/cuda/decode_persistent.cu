@@ -1,7 +1,9 @@
 // The persistent decode step (issue 4, run 12): every layer of one decode
-// step and the LM head in one cooperative kernel, one block per SM, phases
-// separated by grid barriers, weights streamed through each block's ring
-// (persistent.cuh says why). Reads top to bottom like CudaBackend::decode_step:
+// step and the LM head in one cooperative kernel, one block per SM, weights
+// streamed through each block's ring (persistent.cuh says why). Phases meet at
+// grid barriers, where every block needs every other block's output (the
+// RMSNorm of h, x of a GEMV), except o_proj, which waits through a counter for
+// the kv heads' attention outputs, computed by a few blocks (run 12e). Reads top to bottom like CudaBackend::decode_step:
 // per layer QKV (+RMSNorm, RoPE, KV append) -> attention -> o_proj (+residual)
 // -> gate/up (+RMSNorm, SiLU*mul) -> down (+residual); then the LM head
 // (+final RMSNorm). Embedding and sampling stay separate kernels around it.
@@ -22,14 +24,18 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   __shared__ __align__(8) uint64_t full[kPersistStages], empty[kPersistStages], done[kPersistParts];
   __shared__ float part[kPersistParts][kPersistWarps][2];
   __shared__ int tile[kPersistStages];
+  __shared__ float rope_cs[HD];  // cos, sin of pos * inv_freq[i], i < HD / 2
   const PersistRing rg{stages, tile, full, empty, done, part};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int D = a.hidden, I = a.inter, qd = a.n_heads * HD;
-  const int qkv_groups = (a.n_heads + 2 * a.n_kv_heads) * (HD / 2);  // RoPE pairs
-  __shared__ float rope_cs[HD];  // cos, sin of pos * inv_freq[i], i < HD / 2
+  const int D = a.hidden, I = a.inter, qd = a.n_heads * HD, L_ = a.n_layers, nkv = a.n_kv_heads;
+  const int qkv_groups = (a.n_heads + 2 * nkv) * (HD / 2);  // RoPE pairs
+  // Counters (persistent_counters): tile claims, attention splits per kv head,
+  // final kv heads per layer.
+  int* const claims = a.counters;
+  int* const split_done = claims + 4 * L_ + 1;
+  int* const attn_done = split_done + L_ * nkv;
   auto qkv_epi = [&](const PersistentLayer<T>& L) {
-    return QkvRopeTableEpi<T>{a.q,    L.k_cache, L.v_cache,  a.pos,
-                              rope_cs, HD / 2,   a.n_heads,  a.n_kv_heads};
+    return QkvRopeTableEpi<T>{a.q, L.k_cache, L.v_cache, a.pos, rope_cs, HD / 2, a.n_heads, nkv};
   };
   if (threadIdx.x == kGemvThreads) {
     for (int s = 0; s < kPersistStages; ++s) {
@@ -41,16 +47,16 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   }
   __syncthreads();  // barriers initialised; the last block-wide barrier
   int j = 0;        // stages used: the ring's stage and parity
-  int* claim = a.claims;  // the next phase's tile counter
 
   if (warp == kPersistWarps) {  // producer: the weight tiles of every phase, in order
     if (lane == 0) {
-      for (int l = 0; l < a.n_layers; ++l) {
+      int* claim = claims;
+      for (int l = 0; l < L_; ++l) {
         const PersistentLayer<T> L = a.layers[l];
         persist_produce<T, 2, 2>(rg, L.wqkv, D, qkv_groups, qkv_epi(L), claim++, j);
-        persist_produce<T, 2, 2>(rg, L.wo, qd, D / 2, ResidualCgEpi<2>{a.h}, claim++, j);
+        persist_produce<T, 2, 2>(rg, L.wo, qd, D / 2, ResidualCgEpi<2>{a.h, a.h2}, claim++, j);
         persist_produce<T, 2, 2>(rg, L.w_gate_up, D, I, SiluMulEpi{a.act, I}, claim++, j);
-        persist_produce<T, 1, 1>(rg, L.w_down, I, D, ResidualCgEpi<1>{a.h}, claim++, j);
+        persist_produce<T, 1, 1>(rg, L.w_down, I, D, ResidualCgEpi<1>{a.h2, a.h}, claim++, j);
       }
       persist_produce<T, 2, 2>(rg, a.lm_head, D, a.vocab / 2, StoreEpi<2>{a.logits}, claim, j);
     }
@@ -76,48 +82,48 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   };
   consumer_sync();  // rope_cs
   mark(-1);
-  const int nsplit = persist_splits(keys, a.n_kv_heads);
-  auto from_h = [&](int c, float (&v)[8]) { load8_cg(a.h + size_t(c) * 8, v); };
-  auto from_act = [&](int c, float (&v)[8]) { load8_cg(a.act + size_t(c) * 8, v); };
-  auto from_attn = [&](int c, float (&v)[8]) {
-    persist_attn_x<HD>(a.part_o, a.part_ml, a.n_heads, nsplit, c, v);
+  auto from = [](const float* v) {
+    return [v](int c, float (&x)[8]) { load8_cg(v + size_t(c) * 8, x); };
   };
-  for (int l = 0; l < a.n_layers; ++l) {
+  for (int l = 0; l < L_; ++l) {
     const PersistentLayer<T> L = a.layers[l];
     // q [Hq d] roped; k, v -> cache[pos]
-    persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from_h, qkv_epi(L), j, jd);
+    persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
+                                      qkv_epi(L), j, jd);
     mark(0);
     grid_sync(a.barrier, k);
-    mark(1);
-    // partials of attn [Hq d] over the splits of [0, pos]
-    persist_attend<T, HD>(a.q, L.k_cache, L.v_cache, a.n_heads, a.n_kv_heads, keys, a.part_o,
-                          a.part_ml);
-    mark(2);
-    grid_sync(a.barrier, k);
-    mark(3);
-    // h += Wo attn (the splits combined as x is loaded)
-    persist_consume<T, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from_attn,
-                                       ResidualCgEpi<2>{a.h}, j, jd);
-    mark(4);
-    grid_sync(a.barrier, k);
-    mark(5);
-    // act [I] = silu(g) u of rmsnorm(h)
-    persist_consume<T, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from_h, SiluMulEpi{a.act, I}, j, jd);
-    mark(6);
-    grid_sync(a.barrier, k);
-    mark(7);
-    // h += Wdown act
-    persist_consume<T, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from_act, ResidualCgEpi<1>{a.h}, j, jd);
-    mark(8);
-    grid_sync(a.barrier, k);
     mark(9);
+    // attn [Hq d] over [0, pos]
+    persist_attend<T, HD>(a.q, L.k_cache, L.v_cache, a.n_heads, nkv, keys, a.part_o, a.part_ml,
+                          split_done + l * nkv, a.attn, attn_done + l);
+    mark(1);
+    persist_wait(attn_done + l, nkv);  // every kv head's output
+    mark(2);
+    // h2 = h + Wo attn
+    persist_consume<T, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from(a.attn),
+                                       ResidualCgEpi<2>{a.h, a.h2}, j, jd);
+    mark(3);
+    grid_sync(a.barrier, k);
+    mark(4);
+    // act [I] = silu(g) u of rmsnorm(h2)
+    persist_consume<T, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from(a.h2),
+                                      SiluMulEpi{a.act, I}, j, jd);
+    mark(5);
+    grid_sync(a.barrier, k);
+    mark(6);
+    // h = h2 + Wdown act
+    persist_consume<T, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from(a.act),
+                                       ResidualCgEpi<1>{a.h2, a.h}, j, jd);
+    mark(7);
+    grid_sync(a.barrier, k);
+    mark(8);
   }
   // logits [V] = lm_head rmsnorm(h)
-  persist_consume<T, 2, 2, 4, true>(rg, D, a.vocab / 2, a.final_norm, a.eps, from_h,
+  persist_consume<T, 2, 2, 4, true>(rg, D, a.vocab / 2, a.final_norm, a.eps, from(a.h),
                                     StoreEpi<2>{a.logits}, j, jd);
   mark(10);
   if (a.trace && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(a.trace + 11, 1ull);
-  persist_exit(a.barrier, a.claims, persistent_claims(a.n_layers));
+  persist_exit(a.barrier, a.counters, persistent_counters(L_, nkv));
 }
 
 template <typename T, int HD>

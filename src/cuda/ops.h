@@ -82,8 +82,7 @@ void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* n
 // One cooperative block per SM walks every phase of the step (persistent.cuh):
 // per layer QKV + RoPE + KV append, attention over [0, *pos], o_proj +
 // residual, gate/up + SiLU*mul, down + residual; then logits = lm_head .
-// rmsnorm(h). h [hidden] holds the embedded token on entry and the final
-// residual stream on exit.
+// rmsnorm(h).
 template <typename T>
 struct PersistentLayer {
   const T *attn_norm, *wqkv, *wo, *ffn_norm, *w_gate_up, *w_down;
@@ -97,23 +96,30 @@ struct PersistentDecode {
   const T *final_norm, *lm_head;
   const float* inv_freq;  // [head_dim / 2]
   const int32_t* pos;     // device: the step's position
-  float *h, *q, *act;     // [hidden], [q_dim], [inter]
+  float *h, *h2, *q, *act;  // [hidden] x 2 (h2: o_proj's output), [q_dim], [inter]
+  float* attn;              // [q_dim]
   float *part_o, *part_ml;  // [persistent_max_splits(), n_heads, head_dim | 2]
   float* logits;            // [vocab]
   unsigned* barrier;        // [2], zeroed once; the kernel leaves it zero
-  int* claims;              // [persistent_claims(n_layers)] tile counters, the same
+  int* counters;            // [persistent_counters(n_layers, n_kv_heads)], the same
   // Lab only (CudaTuning::persistent_trace), else nullptr: block 0's time per
-  // segment summed over layers and steps, ns: [0] QKV, [1] barrier, [2]
-  // attention, [3] barrier, [4] o_proj, [5] barrier, [6] gate/up, [7]
-  // barrier, [8] down, [9] barrier, [10] LM head, [11] steps.
+  // segment summed over layers and steps, ns: [0] QKV, [9] barrier, [1]
+  // attention, [2] wait for every kv head's attention, [3] o_proj, [4]
+  // barrier, [5] gate/up, [6] barrier, [7] down, [8] barrier, [10] LM head,
+  // [11] steps.
   unsigned long long* trace;
 };
 constexpr int kPersistTraceSlots = 12;
-// One tile counter per GEMV phase: 4 per layer and the LM head.
-__host__ __device__ constexpr int persistent_claims(int n_layers) { return 4 * n_layers + 1; }
+// Counters: a tile counter per GEMV phase (4 per layer and the LM head), then
+// per layer and kv head the attention splits done, then per layer the kv
+// heads whose attention output is final.
+__host__ __device__ constexpr int persistent_counters(int n_layers, int n_kv_heads) {
+  return 4 * n_layers + 1 + n_layers * n_kv_heads + n_layers;
+}
 // Shapes the kernel has a configuration for (Llama 3.x 1B/3B/8B: head_dim 64
 // or 128, and dummy:tiny's 32; up to 4 query heads per kv head, hidden <= 4096,
-// inter <= 16384).
+// inter <= 16384). h holds the embedded token on entry and the residual
+// stream on exit (down_proj writes h, o_proj h2).
 bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, int n_kv_heads,
                                  int head_dim);
 int persistent_max_splits();

@@ -107,6 +107,24 @@ __device__ __forceinline__ void persist_exit(unsigned* bar, int* claims, int n_c
   }
 }
 
+// Point-to-point dependencies instead of a grid barrier where only some
+// blocks produce what the others wait for (run 12e: the attention output): a
+// producer block's thread 0 counts after its writers synchronised with it
+// (persist_signal: release, so the writes are visible first); a consumer's
+// thread 0 polls the count, then its block synchronises (persist_wait). Run 12e
+// also counted every QKV tile for its kv head so attention could start without
+// the grid barrier: the release per tile in the epilogue warps made QKV 8 us
+// per layer slower, more than the barrier costs.
+__device__ __forceinline__ void persist_signal(int* counter) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
+}
+__device__ __forceinline__ void persist_wait(const int* counter, int target) {
+  if (threadIdx.x == 0)
+    while (int(ld_acquire_gpu(reinterpret_cast<const unsigned*>(counter))) < target) {
+    }
+  consumer_sync();
+}
+
 // 8 floats at p (16-byte aligned) through L2 only.
 __device__ __forceinline__ void load8_cg(const float* p, float (&v)[8]) {
   const float4 a = __ldcg(reinterpret_cast<const float4*>(p));
@@ -114,12 +132,17 @@ __device__ __forceinline__ void load8_cg(const float* p, float (&v)[8]) {
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
-// h[row] += sum, reading h through L2 (gemv.cuh's ResidualEpi reads it through
-// L1, which may hold a line another block has since changed), as soon as the
-// tile has landed (prepare), so the read is in flight during the dot products.
+// out[row] = in[row] + sum: the residual add, reading `in` through L2
+// (gemv.cuh's ResidualEpi reads h through L1, which may hold a line another
+// block has since changed) as soon as the tile has landed (prepare), so the
+// read is in flight during the dot products. The persistent kernel keeps h in
+// two buffers, o_proj writing the second and down_proj the first: a block
+// still reading h for QKV can never see o_proj's writes, even without a grid
+// barrier between them.
 template <int R>
 struct ResidualCgEpi {
-  float* h;
+  const float* in;
+  float* out;
   struct Pre {
     float v[R];
   };
@@ -127,12 +150,12 @@ struct ResidualCgEpi {
   __device__ Pre prepare(int g) const {
     Pre p;
 #pragma unroll
-    for (int r = 0; r < R; ++r) p.v[r] = __ldcg(h + g * R + r);
+    for (int r = 0; r < R; ++r) p.v[r] = __ldcg(in + g * R + r);
     return p;
   }
   __device__ void store(int g, const float (&acc)[R], const Pre& p) const {
 #pragma unroll
-    for (int r = 0; r < R; ++r) h[g * R + r] = p.v[r] + acc[r];
+    for (int r = 0; r < R; ++r) out[g * R + r] = p.v[r] + acc[r];
   }
 };
 
@@ -322,10 +345,13 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
 
 // ---- consumers: decode attention over [0, keys) ------------------------------
 // Splits of the key range per kv head (persist_splits), items (kv head, split)
-// spread over the blocks; each item walks its keys in tiles of 64 with an
-// online softmax (attention.cu's decode kernel, 256 threads) and writes its
-// unnormalised output and (max, sum) per query head to part_o [split, n_heads,
-// HD] and part_ml [split, n_heads, 2]; persist_attn_x combines them.
+// spread over the blocks (after the grid barrier that ends QKV); each item
+// walks its keys in tiles of 64 with an online softmax (attention.cu's decode kernel, 256
+// threads) and, with one split, writes the attention output attn [n_heads *
+// HD] of its query heads; with several, its unnormalised output and (max, sum)
+// per query head to part_o [split, n_heads, HD] and part_ml [split, n_heads,
+// 2], and the last split of the kv head to finish (split_done[kvh]) combines
+// them into attn. Either way attn_done counts the kv head once it is final.
 __device__ __forceinline__ int persist_splits(int keys, int n_kv_heads) {
   const int by_blocks = max(1, min(kPersistMaxSplits, int(gridDim.x) / n_kv_heads));
   return min(by_blocks, (keys + kPersistTile - 1) / kPersistTile);
@@ -334,7 +360,8 @@ __device__ __forceinline__ int persist_splits(int keys, int n_kv_heads) {
 template <typename T, int HD>
 __device__ __forceinline__ void persist_attend(const float* q, const T* kc, const T* vc,
                                                int n_heads, int n_kv_heads, int keys,
-                                               float* part_o, float* part_ml) {
+                                               float* part_o, float* part_ml, int* split_done,
+                                               float* attn, int* attn_done) {
   constexpr int TPK = HD / 8;                 // threads per key row, 16 bytes each
   constexpr int KP = kGemvThreads / TPK;      // keys side by side
   constexpr int kPasses = (kPersistTile + KP - 1) / KP;
@@ -344,6 +371,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
   __shared__ float sc[GM][kPersistTile];
   __shared__ float alpha_s[GM], m_s[GM], l_s[GM];
   __shared__ float red[kPersistWarps][GM][HD];
+  __shared__ bool last_split;
   const int G = n_heads / n_kv_heads, kv_dim = n_kv_heads * HD;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int c = tid % TPK, kj = tid / TPK;
@@ -457,39 +485,49 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
       float o = 0.0f;
 #pragma unroll
       for (int w = 0; w < kPersistWarps; ++w) o += red[w][g][d];
+      if (nsplit == 1) {
+        attn[head * HD + d] = o / l_s[g];
+        continue;
+      }
       part_o[(size_t(split) * n_heads + head) * HD + d] = o;
       if (d == 0) {
         part_ml[(size_t(split) * n_heads + head) * 2] = m_s[g];  // -FLT_MAX for an empty split
         part_ml[(size_t(split) * n_heads + head) * 2 + 1] = l_s[g];
       }
     }
-    consumer_sync();  // red, m_s, l_s are reused by the next item
+    consumer_sync();  // the block's writes, before thread 0 counts them
+    if (nsplit > 1) {
+      if (tid == 0) {
+        __threadfence();  // our partials, before the count that may make another block combine
+        last_split = atomicAdd(split_done + kvh, 1) == nsplit - 1;
+      }
+      consumer_sync();  // last_split
+      if (last_split) {  // combine: sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s, online in s
+        __threadfence();
+        for (int i = tid; i < G * HD; i += kGemvThreads) {
+          const int head = kvh * G + i / HD, d = i % HD;
+          float m = -FLT_MAX, num = 0.0f, den = 0.0f;
+#pragma unroll 4
+          for (int sp = 0; sp < nsplit; ++sp) {
+            const float ms = __ldcg(part_ml + (size_t(sp) * n_heads + head) * 2);
+            const float ls = __ldcg(part_ml + (size_t(sp) * n_heads + head) * 2 + 1);
+            const float os = __ldcg(part_o + (size_t(sp) * n_heads + head) * HD + d);
+            if (ms == -FLT_MAX) continue;  // an empty split
+            const float mn = fmaxf(m, ms), ea = __expf(m - mn), eb = __expf(ms - mn);
+            num = num * ea + os * eb;
+            den = den * ea + ls * eb;
+            m = mn;
+          }
+          attn[head * HD + d] = num / den;
+        }
+        consumer_sync();
+        if (tid == 0) persist_signal(attn_done);
+      }
+    } else if (tid == 0) {
+      persist_signal(attn_done);
+    }
+    consumer_sync();  // red, m_s, l_s, last_split are reused by the next item
   }
-}
-
-// Chunk c (8 elements) of the attention output: the splits combined,
-// sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
-template <int HD>
-__device__ __forceinline__ void persist_attn_x(const float* part_o, const float* part_ml,
-                                               int n_heads, int nsplit, int c, float (&v)[8]) {
-  const int head = c * 8 / HD, d0 = c * 8 % HD;
-  float m = -FLT_MAX;
-  for (int s = 0; s < nsplit; ++s) m = fmaxf(m, __ldcg(part_ml + (size_t(s) * n_heads + head) * 2));
-  float den = 0.0f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) v[e] = 0.0f;
-  for (int s = 0; s < nsplit; ++s) {
-    const float ms = __ldcg(part_ml + (size_t(s) * n_heads + head) * 2);
-    const float w = ms == -FLT_MAX ? 0.0f : __expf(ms - m);
-    den += w * __ldcg(part_ml + (size_t(s) * n_heads + head) * 2 + 1);
-    float o[8];
-    load8_cg(part_o + (size_t(s) * n_heads + head) * HD + d0, o);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) v[e] += w * o[e];
-  }
-  const float inv = 1.0f / den;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) v[e] *= inv;
 }
 
 }  // namespace hayate::cuda
