@@ -2,7 +2,7 @@
 // prefill, decode ms/token against the weight-streaming floor, decode at a
 // long context, and the decode step under other CudaTuning knobs (PDL, grid caps,
 // the split attention kernel at short context).
-// Usage: decode_bench [dummy:NAME] [float16|bfloat16] [--no-compare | --persistent]
+// Usage: decode_bench [dummy:NAME] [float16|bfloat16] [--no-compare | --quick]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,10 +39,10 @@ double decode_ms(Backend& b, int pos, int n) {
 int run(int argc, char** argv) {
   const auto t0 = Clock::now();
   std::string spec = "dummy:llama-3.1-8b", dtype_name_arg = "float16";
-  bool compare = true, persistent_only = false;
+  bool compare = true, quick = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-compare")) compare = false;
-    else if (!std::strcmp(argv[i], "--persistent")) persistent_only = true;  // compare only that
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;  // the first two rows only
     else if (std::string(argv[i]).rfind("dummy:", 0) == 0) spec = argv[i];
     else dtype_name_arg = argv[i];
   }
@@ -99,36 +99,32 @@ int run(int argc, char** argv) {
       const char* what;
       CudaTuning t;
     };
-    const Alt alts[] = {// Run 12: every layer and the LM head in one persistent kernel.
-                        {"the persistent decode kernel", {.persistent = true}},
-                        {"the persistent decode kernel, phases timed",
-                         {.persistent = true, .persistent_trace = true}},
-                        {"split attention at short context", {.short_attention = false}},
-                        {"PDL, full-occupancy grids", {.pdl = true}},
+    // Since run 12 the default is the persistent kernel; every other row runs
+    // the per-kernel decode graph (persistent = false) with the knobs named.
+    const Alt alts[] = {{"the per-kernel decode graph", {.persistent = false}},
+                        {"the persistent kernel, phases timed", {.persistent_trace = true}},
+                        {"split attention at short context",
+                         {.short_attention = false, .persistent = false}},
+                        {"PDL, full-occupancy grids", {.pdl = true, .persistent = false}},
                         {"one round of loads in flight (gemv_kernel) at K = 4096",
-                         {.gemv_two_rounds = false}},
+                         {.gemv_two_rounds = false, .persistent = false}},
                         // Run 10: GEMVs on the shared-memory ring kernel, launched with PDL.
-                        {"ring GEMVs (PDL), next kernel after the last stage", {.gemv_tma = 1}},
-                        {"ring GEMVs (PDL), next kernel at entry", {.gemv_tma = 2}},
-                        {"ring GEMVs (PDL), at entry, 32 KB stages", {.gemv_tma = 3}},
-                        {"ring GEMVs at entry, PDL for every kernel", {.pdl = true, .gemv_tma = 2}},
+                        {"ring GEMVs (PDL), at entry, 32 KB stages", {.gemv_tma = 3, .persistent = false}},
                         // Run 11: one shared-memory carveout preference for every kernel.
-                        {"prefer shared (carveout) everywhere", {.prefer_shared = true}},
-                        {"ring GEMVs (PDL), at entry, prefer shared", {.gemv_tma = 2, .prefer_shared = true}},
                         {"ring GEMVs (PDL), at entry, 32 KB stages, prefer shared",
-                         {.gemv_tma = 3, .prefer_shared = true}},
-                        {"ring GEMVs at entry, PDL for every kernel, prefer shared",
-                         {.pdl = true, .gemv_tma = 3, .prefer_shared = true}}};
+                         {.gemv_tma = 3, .prefer_shared = true, .persistent = false}}};
     // (Run 8's first call also timed PDL at 3 and 2 blocks per SM, +0.21 and
-    // +0.72 ms/token, and no PDL at 3 blocks per SM, +0.10: dropped.)
+    // +0.72 ms/token, and no PDL at 3 blocks per SM, +0.10; runs 10-11 the
+    // ring with 16 KB stages, trigger after the last stage, PDL on every
+    // kernel, prefer shared with the register kernels: all slower, dropped.)
     for (const Alt& a : alts) {
-      if (persistent_only && !a.t.persistent) continue;
+      if (quick && &a - alts > 1) continue;
       auto nb = make_cuda_backend(m, {8192, dtype, 0}, a.t);
       nb->forward_sample(prompt, 0, SamplingParams{}, 0);
       const double ms_alt = decode_ms(*nb, int(prompt.size()), 117);
       std::printf("decode with %s: %.3f ms/token (%+.3f ms/token vs default)\n", a.what, ms_alt,
                   ms_alt - ms);
-      if (a.t.persistent && !a.t.persistent_trace) {  // and at the long context
+      if (&a == alts) {  // the per-kernel graph at the long context too
         nb->forward_sample(long_prompt, 0, SamplingParams{}, 0);
         const double ms_alt_long = decode_ms(*nb, 4000, 64);
         std::printf("decode with %s at context 4000: %.3f ms/token (%+.3f vs default)\n", a.what,
