@@ -145,7 +145,10 @@ double chained_ms(cudaStream_t s, const std::function<void(int)>& body) {
 // 1: no barrier (the ring streaming across GEMVs, the upper bound); 2: the n
 // barriers alone, no GEMV (their cost); 3: instead of the barrier each
 // block's consumers pause 1.5 us (__nanosleep): whether the ring absorbs a
-// stall of the consumers. Per-GEMV time = launch / n. Tiles are claimed
+// stall of the consumers. Per-GEMV time = launch / n. (Run 12g also limited
+// the stages in flight while a phase's last tiles were claimed, to 3 and 2 of
+// 6: no better, 2 worse; run 12h polled the barrier every 100 or 500 ns: no
+// change. NOTES.md, run 12.) Tiles are claimed
 // from claims [n] (zero; reset at exit).
 template <int R, int G, int NC>
 __global__ void __launch_bounds__(kPersistThreads, 1)

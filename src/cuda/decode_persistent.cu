@@ -87,6 +87,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   };
   for (int l = 0; l < L_; ++l) {
     const PersistentLayer<T> L = a.layers[l];
+    // This block's first attention tile (rows before pos), in flight during QKV.
+    PersistKvTile<HD> pre;
+    const bool prefetched = persist_attend_prefetch<T, HD>(L.k_cache, L.v_cache, nkv, keys, pre);
     // q [Hq d] roped; k, v -> cache[pos]
     persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
                                       qkv_epi(L), j, jd);
@@ -95,7 +98,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     mark(9);
     // attn [Hq d] over [0, pos]
     persist_attend<T, HD>(a.q, L.k_cache, L.v_cache, a.n_heads, nkv, keys, a.part_o, a.part_ml,
-                          split_done + l * nkv, a.attn, attn_done + l);
+                          split_done + l * nkv, a.attn, attn_done + l, pre, prefetched);
     mark(1);
     persist_wait(attn_done + l, nkv);  // every kv head's output
     mark(2);

@@ -86,6 +86,7 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
 // next launch once every block is past its last barrier. k: barriers passed,
 // kept by thread 0. Requires every block resident: cooperative launch, one
 // block per SM.
+// (Run 12h polled every 100 or 500 ns instead of back to back: no change.)
 __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned& k) {
   consumer_sync();  // this block's writes are done (and ordered before thread 0's release)
   if (threadIdx.x == 0) {
@@ -357,14 +358,73 @@ __device__ __forceinline__ int persist_splits(int keys, int n_kv_heads) {
   return min(by_blocks, (keys + kPersistTile - 1) / kPersistTile);
 }
 
+// The attention item's key split: item (kv head item % n_kv, split item / n_kv)
+// covers keys [start, end) of [0, keys).
+struct PersistItem {
+  int kvh, start, end;
+  __device__ PersistItem(int item, int keys, int n_kv_heads) {
+    const int nsplit = persist_splits(keys, n_kv_heads), per = (keys + nsplit - 1) / nsplit;
+    kvh = item % n_kv_heads;
+    start = item / n_kv_heads * per;
+    end = min(keys, start + per);
+  }
+};
+
+// A tile of K and V rows in registers: thread (chunk c, key lane kj) holds
+// chunk c of rows t0 + p * KP + kj, p < kPasses.
+template <int HD>
+struct PersistKvTile {
+  static constexpr int TPK = HD / 8;             // threads per key row, 16 bytes each
+  static constexpr int KP = kGemvThreads / TPK;  // keys side by side
+  static constexpr int kPasses = (kPersistTile + KP - 1) / KP;
+  uint4 k[kPasses], v[kPasses];
+
+  // Rows [t0, min(t0 + 64, end)) of kv head kvh; only_last: only row keys - 1
+  // (this step's row, which QKV writes), the others left as they are.
+  template <typename T>
+  __device__ void load(const T* kc, const T* vc, int kv_dim, int kvh, int t0, int end, int keys,
+                       bool only_last) {
+    const int nt = min(kPersistTile, end - t0), c = threadIdx.x % TPK, kj = threadIdx.x / TPK;
+    const size_t col = size_t(kvh) * HD + c * 8;
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+      const int jk = p * KP + kj, row = t0 + jk;
+      const size_t off = size_t(row) * kv_dim + col;
+      if (jk < nt && (!only_last || row == keys - 1)) {
+        k[p] = __ldcg(reinterpret_cast<const uint4*>(kc + off));
+        v[p] = __ldcg(reinterpret_cast<const uint4*>(vc + off));
+      } else if (!only_last) {
+        k[p] = v[p] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+};
+
+// Run 12i: the first tile of this block's first attention item of a layer,
+// loaded before the layer's QKV phase. Under the weight stream a K/V load
+// waits behind ~25 MB of bulk copies in flight (~5 us); issued here, it lands
+// during QKV. Row keys - 1 is QKV's output: persist_attend loads it again.
+// false: this block has no attention item.
+template <typename T, int HD>
+__device__ __forceinline__ bool persist_attend_prefetch(const T* kc, const T* vc, int n_kv_heads,
+                                                        int keys, PersistKvTile<HD>& pre) {
+  const int items = n_kv_heads * persist_splits(keys, n_kv_heads);
+  if (int(blockIdx.x) >= items) return false;
+  const PersistItem it(blockIdx.x, keys, n_kv_heads);
+  if (it.start >= it.end) return false;
+  pre.template load<T>(kc, vc, n_kv_heads * HD, it.kvh, it.start, it.end, keys, false);
+  return true;
+}
+
+// pre: persist_attend_prefetch's tile, when it returned true (prefetched).
 template <typename T, int HD>
 __device__ __forceinline__ void persist_attend(const float* q, const T* kc, const T* vc,
                                                int n_heads, int n_kv_heads, int keys,
                                                float* part_o, float* part_ml, int* split_done,
-                                               float* attn, int* attn_done) {
-  constexpr int TPK = HD / 8;                 // threads per key row, 16 bytes each
-  constexpr int KP = kGemvThreads / TPK;      // keys side by side
-  constexpr int kPasses = (kPersistTile + KP - 1) / KP;
+                                               float* attn, int* attn_done,
+                                               const PersistKvTile<HD>& pre, bool prefetched) {
+  using Tile = PersistKvTile<HD>;
+  constexpr int TPK = Tile::TPK, KP = Tile::KP, kPasses = Tile::kPasses;
   constexpr int GM = kPersistMaxGroup;
   static_assert(TPK <= 32 && 32 % TPK == 0);
   __shared__ float qs[GM][HD];
@@ -376,29 +436,21 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int c = tid % TPK, kj = tid / TPK;
   const int nsplit = persist_splits(keys, n_kv_heads);
-  const int per = (keys + nsplit - 1) / nsplit;
   const float scale = rsqrtf(float(HD));
 
-  const int col0 = c * 8;
   for (int item = blockIdx.x; item < n_kv_heads * nsplit; item += gridDim.x) {
-    const int kvh = item % n_kv_heads, split = item / n_kv_heads;
-    const int start = split * per, end = min(keys, start + per);
-    const size_t col = size_t(kvh) * HD + col0;
+    const PersistItem it(item, keys, n_kv_heads);
+    const int kvh = it.kvh, split = item / n_kv_heads, start = it.start, end = it.end;
     // K and V rows of a tile, loaded together (they do not depend on q): the
     // first tile's loads are in flight with q's, so a short context costs one
-    // memory round trip, not three.
-    uint4 kr[kPasses], vr[kPasses];
-    auto load_tile = [&](int t0) {
-      const int nt = min(kPersistTile, end - t0);
-#pragma unroll
-      for (int p = 0; p < kPasses; ++p) {
-        const int jk = p * KP + kj;
-        const size_t off = size_t(t0 + jk) * kv_dim + col;
-        kr[p] = jk < nt ? __ldcg(reinterpret_cast<const uint4*>(kc + off)) : make_uint4(0, 0, 0, 0);
-        vr[p] = jk < nt ? __ldcg(reinterpret_cast<const uint4*>(vc + off)) : make_uint4(0, 0, 0, 0);
-      }
-    };
-    if (start < end) load_tile(start);
+    // memory round trip, not three (none but this step's row when prefetched).
+    Tile kv;
+    if (item == int(blockIdx.x) && prefetched) {
+      kv = pre;
+      kv.template load<T>(kc, vc, kv_dim, kvh, start, end, keys, true);
+    } else if (start < end) {
+      kv.template load<T>(kc, vc, kv_dim, kvh, start, end, keys, false);
+    }
     for (int i = tid; i < G * HD; i += kGemvThreads)
       qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * scale;
     if (tid < GM) {
@@ -413,7 +465,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
       for (int p = 0; p < kPasses; ++p) {
         const int jk = p * KP + kj;
         float f[8];
-        unpack8<T>(kr[p], f);
+        unpack8<T>(kv.k[p], f);
 #pragma unroll
         for (int g = 0; g < GM; ++g) {
           if (g >= G) break;
@@ -455,7 +507,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
         const int jk = p * KP + kj;
         if (jk >= nt) break;
         float f[8];
-        unpack8<T>(vr[p], f);
+        unpack8<T>(kv.v[p], f);
 #pragma unroll
         for (int g = 0; g < GM; ++g) {
           if (g >= G) break;
@@ -464,7 +516,8 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
           for (int e = 0; e < 8; ++e) acc[g][e] += pr * f[e];
         }
       }
-      if (t0 + kPersistTile < end) load_tile(t0 + kPersistTile);
+      if (t0 + kPersistTile < end)
+        kv.template load<T>(kc, vc, kv_dim, kvh, t0 + kPersistTile, end, keys, false);
       consumer_sync();  // sc and alpha_s are rewritten by the next tile
     }
     // Sum the key lanes: those of a warp by shuffles, then the 8 warps.
