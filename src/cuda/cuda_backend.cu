@@ -301,6 +301,8 @@ class CudaBackend final : public Backend {
                                    w_.lm_head,
                                    inv_freq_,
                                    &state_->pos,
+                                   nullptr,
+                                   0,
                                    h_,
                                    alloc<float>(bufs_, c.hidden_size),
                                    q_,

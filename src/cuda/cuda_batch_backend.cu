@@ -2,7 +2,9 @@
 //   tokens of all sequences -> one activation matrix [T, hidden]; projections
 //   through cuBLAS GEMMs (fp16/bf16 in, fp32 accumulate and out), or batched
 //   GEMVs for up to 16 rows (gemv_batched.h, picked by a start-up timing of
-//   both per decode bucket; bucket 1 uses the single-stream fused GEMVs); RoPE with
+//   both per decode bucket; bucket 1 runs the single stream's persistent decode
+//   kernel through the sequence's block table, or, with
+//   HAYATE_BATCH_PERSISTENT=0 or a shape it lacks, its fused GEMVs); RoPE with
 //   per-token positions and the KV write into paged blocks; attention per
 //   sequence through its block table (decode kernel for one-token sequences,
 //   tiled causal kernel for prefill chunks); LM head only on rows that sample;
@@ -100,6 +102,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     HAYATE_CHECK(sampler_ == "auto" || sampler_ == "batched" || sampler_ == "rows",
                  "HAYATE_BATCH_SAMPLER must be auto, batched or rows, got '", sampler_, "'");
     const BatchGemmPath gemm_path = batch_gemm_path();
+    const char* persistent = std::getenv("HAYATE_BATCH_PERSISTENT");
+    HAYATE_CHECK(!persistent || std::string(persistent) == "0" || std::string(persistent) == "1",
+                 "HAYATE_BATCH_PERSISTENT must be 0 or 1, got '", persistent, "'");
+    persistent_ = (!persistent || std::string(persistent) == "1") &&
+                  persistent_decode_supported(c_.hidden_size, c_.intermediate_size, c_.vocab_size,
+                                              c_.num_heads, c_.num_kv_heads, c_.head_dim);
 
     HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
     device_ = o.device;
@@ -112,6 +120,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     gemm_->tune_model(c_, w_.layers[0], w_.lm_head, max_tokens_, max_seqs_,
                       {xn_, attn_, last_, big_, h_, logits_});
     alloc_pool(o);
+    if (persistent_) init_persistent();
     short_keys_ = paged_decode_short_max_keys(c_.head_dim);
     capture_graphs();
     time_samplers();
@@ -246,6 +255,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const bool t_out = gemm_->t_out() && !mm.fused && rows > mm.gemv_rows;
     T* big_t = reinterpret_cast<T*>(big_);
     embed(w_.embed, d_tokens_, rows, D, h_, s_, false);  // H [rows, D]
+    if (mm.fused && persist_.layers) {  // bucket 1: every layer and the LM head in one kernel
+      decode_persistent(persist_, s_);                                    // logits [1, V]
+      sample(logits_, V, states_, true, sample_ws_, d_out_, s_, false);  // out [1]
+      return;
+    }
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
       T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;  // [blocks, bs, kv_dim]
@@ -361,6 +375,14 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     q_ = alloc<float>(T_ * c_.q_dim());
     attn_ = alloc<T>(T_ * c_.q_dim());
     attn_f_ = alloc<float>(c_.q_dim());  // bucket 1's one row
+    if (persistent_) {  // bucket 1's persistent kernel (init_persistent)
+      persist_layers_ = alloc<PersistentLayer<T>>(size_t(c_.num_layers));
+      persist_h2_ = alloc<float>(D);
+      persist_part_o_ = alloc<float>(size_t(persistent_max_splits()) * c_.q_dim());
+      persist_part_ml_ = alloc<float>(size_t(persistent_max_splits()) * c_.num_heads * 2);
+      persist_barrier_ = alloc<unsigned>(2);
+      persist_counters_ = alloc<int>(size_t(persistent_counters(c_.num_layers, c_.num_kv_heads)));
+    }
     last_ = alloc<T>(S * D);
     logits_ = alloc<float>(S * size_t(c_.vocab_size));
     part_o_ = alloc<float>(S * c_.num_heads * size_t(n_splits_) * c_.head_dim);
@@ -424,6 +446,53 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     std::fprintf(stderr, "hayate: KV pool %d blocks of %d tokens (%.2f GB, %lld tokens)\n",
                  num_blocks_, block_size_, double(per_block) * (num_blocks_ + 1) / 1e9,
                  static_cast<long long>(num_blocks_) * block_size_);
+  }
+
+  // Bucket 1's persistent kernel (decode_persistent.cu): the one row's
+  // position and block table (slot 0), the paged pools of each layer, fp32
+  // activations of row 0 (attn_f_, big_ as act); its own second residual
+  // buffer, attention partials, barrier and counters.
+  void init_persistent() {
+    const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
+    std::vector<PersistentLayer<T>> layers;
+    for (int l = 0; l < c_.num_layers; ++l) {
+      const LayerWeights<T>& L = w_.layers[size_t(l)];
+      layers.push_back({L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down,
+                        k_pool_.as<T>() + size_t(l) * layer_elems,
+                        v_pool_.as<T>() + size_t(l) * layer_elems});
+    }
+    upload(persist_layers_, layers.data(), layers.size());
+    HAYATE_CUDA_CHECK(cudaMemsetAsync(persist_barrier_, 0, 2 * sizeof(unsigned), s_));
+    HAYATE_CUDA_CHECK(cudaMemsetAsync(
+        persist_counters_, 0,
+        size_t(persistent_counters(c_.num_layers, c_.num_kv_heads)) * sizeof(int), s_));
+    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));  // `layers` leaves scope
+    persist_ = PersistentDecode<T>{persist_layers_,
+                                   c_.num_layers,
+                                   c_.hidden_size,
+                                   c_.intermediate_size,
+                                   c_.vocab_size,
+                                   c_.num_heads,
+                                   c_.num_kv_heads,
+                                   c_.head_dim,
+                                   c_.rms_norm_eps,
+                                   w_.final_norm,
+                                   w_.lm_head,
+                                   inv_freq_,
+                                   d_pos_,
+                                   d_tables_,
+                                   block_size_,
+                                   h_,
+                                   persist_h2_,
+                                   q_,
+                                   big_,
+                                   attn_f_,
+                                   persist_part_o_,
+                                   persist_part_ml_,
+                                   logits_,
+                                   persist_barrier_,
+                                   persist_counters_,
+                                   nullptr};
   }
 
   // The decode graphs (batch_graphs.cu): forward(B rows, all decode, all
@@ -530,6 +599,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int32_t* d_ng_rows_ = nullptr;  // [max_seqs] logits rows of the non-greedy picks
   char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
   std::string sampler_;       // HAYATE_BATCH_SAMPLER: auto, batched or rows
+  bool persistent_ = false;   // bucket 1 on the persistent kernel (HAYATE_BATCH_PERSISTENT)
+  PersistentDecode<T> persist_{};  // layers == nullptr: bucket 1 on the fused GEMVs
+  PersistentLayer<T>* persist_layers_ = nullptr;
+  float *persist_h2_ = nullptr, *persist_part_o_ = nullptr, *persist_part_ml_ = nullptr;
+  unsigned* persist_barrier_ = nullptr;
+  int* persist_counters_ = nullptr;
   int batch_from_ = INT_MAX;  // steps with this many non-greedy rows or more: batched
   PinnedInts h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
   std::vector<int> last_slot_;  // logits row of each sampled seq of the last step

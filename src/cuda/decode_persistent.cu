@@ -34,8 +34,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   int* const claims = a.counters;
   int* const split_done = claims + 4 * L_ + 1;
   int* const attn_done = split_done + L_ * nkv;
+  auto cache = [&](const PersistentLayer<T>& L) {
+    return PersistCache<T>{L.k_cache, L.v_cache, a.block_table, a.block_size};
+  };
   auto qkv_epi = [&](const PersistentLayer<T>& L) {
-    return QkvRopeTableEpi<T>{a.q, L.k_cache, L.v_cache, a.pos, rope_cs, HD / 2, a.n_heads, nkv};
+    return QkvRopeTableEpi<T>{a.q, cache(L), a.pos, rope_cs, HD / 2, a.n_heads, nkv};
   };
   if (threadIdx.x == kGemvThreads) {
     for (int s = 0; s < kPersistStages; ++s) {
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     const PersistentLayer<T> L = a.layers[l];
     // This block's first attention tile (rows before pos), in flight during QKV.
     PersistKvTile<HD> pre;
-    const bool prefetched = persist_attend_prefetch<T, HD>(L.k_cache, L.v_cache, nkv, keys, pre);
+    const bool prefetched = persist_attend_prefetch<T, HD>(cache(L), nkv, keys, pre);
     // q [Hq d] roped; k, v -> cache[pos]
     persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
                                       qkv_epi(L), j, jd);
@@ -97,7 +100,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     grid_sync(a.barrier, k);
     mark(9);
     // attn [Hq d] over [0, pos]
-    persist_attend<T, HD>(a.q, L.k_cache, L.v_cache, a.n_heads, nkv, keys, a.part_o, a.part_ml,
+    persist_attend<T, HD>(a.q, cache(L), a.n_heads, nkv, keys, a.part_o, a.part_ml,
                           split_done + l * nkv, a.attn, attn_done + l, pre, prefetched);
     mark(1);
     persist_wait(attn_done + l, nkv);  // every kv head's output

@@ -86,7 +86,7 @@ void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* n
 template <typename T>
 struct PersistentLayer {
   const T *attn_norm, *wqkv, *wo, *ffn_norm, *w_gate_up, *w_down;
-  T *k_cache, *v_cache;  // [max_ctx, kv_dim] of this layer
+  T *k_cache, *v_cache;  // this layer's: [max_ctx, kv_dim], or the paged pool [rows, kv_dim]
 };
 template <typename T>
 struct PersistentDecode {
@@ -96,6 +96,10 @@ struct PersistentDecode {
   const T *final_norm, *lm_head;
   const float* inv_freq;  // [head_dim / 2]
   const int32_t* pos;     // device: the step's position
+  // nullptr: the caches are contiguous (row = position); else the paged pool's
+  // block table of the one sequence [max_blocks], block_size tokens a block.
+  const int32_t* block_table;
+  int block_size;
   float *h, *h2, *q, *act;  // [hidden] x 2 (h2: o_proj's output), [q_dim], [inter]
   float* attn;              // [q_dim]
   float *part_o, *part_ml;  // [persistent_max_splits(), n_heads, head_dim | 2]

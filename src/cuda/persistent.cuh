@@ -160,15 +160,28 @@ struct ResidualCgEpi {
   }
 };
 
+// A layer's KV cache: k, v [rows, kv_dim]; token r's row is r (the single
+// stream's contiguous cache) or, with a block table, table[r / block_size] *
+// block_size + r % block_size (the batched backend's paged pool, bucket 1).
+template <typename T>
+struct PersistCache {
+  T* k;
+  T* v;
+  const int32_t* table;  // nullptr: contiguous
+  int block_size;
+  __device__ size_t row(int r) const {
+    return table ? size_t(table[r / block_size]) * block_size + r % block_size : size_t(r);
+  }
+};
+
 // The QKV epilogue of the persistent kernel: gemv.cuh's QkvRopeEpi with the
 // step's cos/sin of pos * inv_freq[i] from a table each block fills at entry
 // (cs [2][half_dim] in shared memory) instead of a precise sincosf per row
 // pair in the epilogue warp.
 template <typename T>
 struct QkvRopeTableEpi {
-  float* q;    // [n_heads * d]
-  T* k_cache;  // [max_ctx, kv_dim], this layer
-  T* v_cache;
+  float* q;  // [n_heads * d]
+  PersistCache<T> cache;  // this layer's
   const int32_t* pos;
   const float* cs;  // [2][half_dim]: cos, sin
   int half_dim, n_heads, n_kv_heads;
@@ -194,7 +207,7 @@ struct QkvRopeTableEpi {
     }
     const int p = *pos, kv_dim = n_kv_heads * d;
     const bool is_k = head < n_heads + n_kv_heads;
-    T* dst = (is_k ? k_cache : v_cache) + size_t(p) * kv_dim +
+    T* dst = (is_k ? cache.k : cache.v) + cache.row(p) * kv_dim +
              (head - n_heads - (is_k ? 0 : n_kv_heads)) * d;
     dst[i] = from_f32<T>(a);
     dst[i + half_dim] = from_f32<T>(b);
@@ -382,17 +395,17 @@ struct PersistKvTile {
   // Rows [t0, min(t0 + 64, end)) of kv head kvh; only_last: only row keys - 1
   // (this step's row, which QKV writes), the others left as they are.
   template <typename T>
-  __device__ void load(const T* kc, const T* vc, int kv_dim, int kvh, int t0, int end, int keys,
-                       bool only_last) {
+  __device__ void load(const PersistCache<T>& cache, int kv_dim, int kvh, int t0, int end,
+                       int keys, bool only_last) {
     const int nt = min(kPersistTile, end - t0), c = threadIdx.x % TPK, kj = threadIdx.x / TPK;
     const size_t col = size_t(kvh) * HD + c * 8;
 #pragma unroll
     for (int p = 0; p < kPasses; ++p) {
       const int jk = p * KP + kj, row = t0 + jk;
-      const size_t off = size_t(row) * kv_dim + col;
       if (jk < nt && (!only_last || row == keys - 1)) {
-        k[p] = __ldcg(reinterpret_cast<const uint4*>(kc + off));
-        v[p] = __ldcg(reinterpret_cast<const uint4*>(vc + off));
+        const size_t off = cache.row(row) * kv_dim + col;
+        k[p] = __ldcg(reinterpret_cast<const uint4*>(cache.k + off));
+        v[p] = __ldcg(reinterpret_cast<const uint4*>(cache.v + off));
       } else if (!only_last) {
         k[p] = v[p] = make_uint4(0, 0, 0, 0);
       }
@@ -406,19 +419,20 @@ struct PersistKvTile {
 // during QKV. Row keys - 1 is QKV's output: persist_attend loads it again.
 // false: this block has no attention item.
 template <typename T, int HD>
-__device__ __forceinline__ bool persist_attend_prefetch(const T* kc, const T* vc, int n_kv_heads,
-                                                        int keys, PersistKvTile<HD>& pre) {
+__device__ __forceinline__ bool persist_attend_prefetch(const PersistCache<T>& cache,
+                                                        int n_kv_heads, int keys,
+                                                        PersistKvTile<HD>& pre) {
   const int items = n_kv_heads * persist_splits(keys, n_kv_heads);
   if (int(blockIdx.x) >= items) return false;
   const PersistItem it(blockIdx.x, keys, n_kv_heads);
   if (it.start >= it.end) return false;
-  pre.template load<T>(kc, vc, n_kv_heads * HD, it.kvh, it.start, it.end, keys, false);
+  pre.template load<T>(cache, n_kv_heads * HD, it.kvh, it.start, it.end, keys, false);
   return true;
 }
 
 // pre: persist_attend_prefetch's tile, when it returned true (prefetched).
 template <typename T, int HD>
-__device__ __forceinline__ void persist_attend(const float* q, const T* kc, const T* vc,
+__device__ __forceinline__ void persist_attend(const float* q, const PersistCache<T>& cache,
                                                int n_heads, int n_kv_heads, int keys,
                                                float* part_o, float* part_ml, int* split_done,
                                                float* attn, int* attn_done,
@@ -447,9 +461,9 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
     Tile kv;
     if (item == int(blockIdx.x) && prefetched) {
       kv = pre;
-      kv.template load<T>(kc, vc, kv_dim, kvh, start, end, keys, true);
+      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
     } else if (start < end) {
-      kv.template load<T>(kc, vc, kv_dim, kvh, start, end, keys, false);
+      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
     }
     for (int i = tid; i < G * HD; i += kGemvThreads)
       qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * scale;
@@ -517,7 +531,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const T* kc, cons
         }
       }
       if (t0 + kPersistTile < end)
-        kv.template load<T>(kc, vc, kv_dim, kvh, t0 + kPersistTile, end, keys, false);
+        kv.template load<T>(cache, kv_dim, kvh, t0 + kPersistTile, end, keys, false);
       consumer_sync();  // sc and alpha_s are rewritten by the next tile
     }
     // Sum the key lanes: those of a warp by shuffles, then the 8 warps.
