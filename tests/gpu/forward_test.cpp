@@ -122,7 +122,7 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
   cpu_->forward(head, 0, c, false);
   gpu_->forward(head, 0, g, false);
   const SamplingParams p{0.9f, 0.95f, 50, 0.0f, seed_};
-  int same = 0, outside_top_k = 0, near_boundary = 0;
+  int same = 0, same_own = 0, outside_top_k = 0, near_boundary = 0;
   const int steps = 20;
   int32_t tok = prompt[8];
   for (int s = 0; s < steps; ++s) {
@@ -132,6 +132,10 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
     cpu_->forward(std::span(&tok, 1), pos, c, false);
     const int32_t want = sample_token(c, p, s);
     same += got == want;
+    // The host sampler on the device's own logits (the same step again: the
+    // decode step is deterministic and rewrites the same cache row).
+    gpu_->forward(std::span(&tok, 1), pos, g, false);
+    same_own += got == sample_token(g, p, s);
     std::vector<float> sorted = c;
     std::nth_element(sorted.begin(), sorted.begin() + (p.top_k - 1), sorted.end(), std::greater<>());
     // The device ranks its own logits: in bf16 (~1e-2 of the logit scale) its
@@ -150,13 +154,17 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
   }
   if (near_boundary > 0) std::printf("bf16 picks just outside the host's top-k: %d of %d\n", near_boundary, steps);
   EXPECT_LE(near_boundary, 2);
-  // The same draw on the same distribution picks the same token; fp16 logits
-  // move probabilities little, so a draw flips rarely. bf16 logits (~1e-2
-  // relative) move them enough to flip many draws: there the check is only
-  // that every pick is inside the host's top-k.
-  if (dtype() == DType::F16) {
-    EXPECT_GE(same, steps - 3);
-  }
+  // The same draw on the same logits picks the same token: the device sampler
+  // against the host's on the device's logits, exactly but for a draw that
+  // lands within fp32 rounding of a boundary. Against the CPU's logits the
+  // picks flip where the logits' rounding moves a boundary past the draw:
+  // fp16 flipped 0-3 of 20 on the per-kernel graph, 4 of 20 once on the
+  // persistent kernel (session 4, seed 4344104388109302730), bf16 many; there
+  // the check is that every pick is inside the host's top-k, and the logits
+  // themselves are checked against the CPU in PrefillThenGreedyDecodeMatchesCpu.
+  EXPECT_GE(same_own, steps - 1);
+  std::printf("%s: device picks = host picks on the device's logits %d of %d, on the CPU's %d\n",
+              std::string(dtype_name(dtype())).c_str(), same_own, steps, same);
   EXPECT_EQ(outside_top_k, 0);
 }
 
