@@ -121,9 +121,11 @@ class CudaBackend final : public Backend {
     HAYATE_CUDA_CHECK(cudaMallocHost(&host_state_, sizeof(StepState)));
     HAYATE_CUDA_CHECK(cudaMallocHost(&host_io_, sizeof(int32_t) * (n + 1)));
 
-    if (tuning_.persistent && persistent_decode_supported(c.hidden_size, c.intermediate_size,
-                                                          c.vocab_size, c.num_heads,
-                                                          c.num_kv_heads, c.head_dim))
+    // The persistent kernel's bulk copies and mbarriers are sm_90 (an sm_80
+    // build runs the per-kernel graph on an A100).
+    if (tuning_.persistent && prop_.major >= 9 &&
+        persistent_decode_supported(c.hidden_size, c.intermediate_size, c.vocab_size,
+                                    c.num_heads, c.num_kv_heads, c.head_dim))
       init_persistent();
     // Two graphs per mode: short contexts take the one-pass attention kernel.
     short_keys_ = attention_short_max_keys(c.head_dim);

@@ -105,7 +105,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const char* persistent = std::getenv("HAYATE_BATCH_PERSISTENT");
     HAYATE_CHECK(!persistent || std::string(persistent) == "0" || std::string(persistent) == "1",
                  "HAYATE_BATCH_PERSISTENT must be 0 or 1, got '", persistent, "'");
-    persistent_ = (!persistent || std::string(persistent) == "1") &&
+    int major = 0;  // the persistent kernel is sm_90 (bulk copies, mbarriers)
+    HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, o.device));
+    persistent_ = (!persistent || std::string(persistent) == "1") && major >= 9 &&
                   persistent_decode_supported(c_.hidden_size, c_.intermediate_size, c_.vocab_size,
                                               c_.num_heads, c_.num_kv_heads, c_.head_dim);
 
