@@ -160,14 +160,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1)
   __shared__ float part[kPersistParts][kPersistWarps][2];
   __shared__ int tile[kPersistStages];
   const PersistRing rg{stages, tile, full, empty, done, part};
-  if (threadIdx.x == kGemvThreads) {
-    for (int i = 0; i < kPersistStages; ++i) {
-      mbar_init(smem_u32(&full[i]), 1);
-      mbar_init(smem_u32(&empty[i]), kPersistWarps);
-    }
-    for (int i = 0; i < kPersistParts; ++i) mbar_init(smem_u32(&done[i]), kPersistWarps);
-    mbar_init_fence();
-  }
+  if (threadIdx.x == kGemvThreads) persist_ring_init(full, empty, done);
   __syncthreads();
   int j = 0;
   if (threadIdx.x >= kGemvThreads) {

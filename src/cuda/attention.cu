@@ -56,7 +56,7 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
   const bool decode = part_o != nullptr;
   const int kvh = blockIdx.x, split = blockIdx.y, qi = blockIdx.z;
   const int G = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * HD;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x, warp = tid / 32;
   griddep_launch();
   griddep_wait();  // q and the new cache row come from the previous kernel
 
@@ -118,23 +118,8 @@ attention_kernel(const float* __restrict__ q,   // [n, n_heads * HD]
     }
     __syncthreads();  // scores of the tile complete
     // Online softmax, one warp per head: new max, probabilities, rescale factor.
-    for (int g = warp; g < G; g += kAttnThreads / 32) {
-      const float v0 = lane < nt ? sc[g][lane] : -FLT_MAX;
-      const float v1 = lane + 32 < nt ? sc[g][lane + 32] : -FLT_MAX;
-      const float m_old = m_s[g];
-      const float m_new = fmaxf(m_old, warp_max(fmaxf(v0, v1)));
-      const float p0 = lane < nt ? __expf(v0 - m_new) : 0.0f;
-      const float p1 = lane + 32 < nt ? __expf(v1 - m_new) : 0.0f;
-      sc[g][lane] = p0;
-      sc[g][lane + 32] = p1;
-      const float sum = warp_sum(p0 + p1);
-      if (lane == 0) {
-        const float alpha = __expf(m_old - m_new);
-        alpha_s[g] = alpha;
-        l_s[g] = l_s[g] * alpha + sum;
-        m_s[g] = m_new;
-      }
-    }
+    for (int g = warp; g < G; g += kAttnThreads / 32)
+      softmax_tile64(sc[g], nt, m_s[g], l_s[g], alpha_s[g]);
     __syncthreads();  // probabilities and alpha ready
 #pragma unroll
     for (int g = 0; g < kMaxGroup; ++g) {

@@ -103,12 +103,12 @@ class CudaBackend final : public Backend {
     part_o_ = alloc<float>(bufs_, size_t(attention_max_splits()) * c.q_dim());
     part_ml_ = alloc<float>(bufs_, size_t(attention_max_splits()) * c.num_heads * 2);
     counters_ = alloc<int>(bufs_, c.num_kv_heads);
-    HAYATE_CUDA_CHECK(cudaMemset(counters_, 0, sizeof(int) * c.num_kv_heads));
+    HAYATE_CUDA_CHECK(cudaMemsetAsync(counters_, 0, sizeof(int) * c.num_kv_heads, s_));
     state_ = alloc<StepState>(bufs_, 1);
     token_out_ = alloc<int32_t>(bufs_, 1);
     const size_t ws = sampling_workspace_bytes(c.vocab_size);
     sample_ws_ = alloc<char>(bufs_, ws);
-    HAYATE_CUDA_CHECK(cudaMemset(sample_ws_, 0, ws));
+    HAYATE_CUDA_CHECK(cudaMemsetAsync(sample_ws_, 0, ws, s_));
     // Prefill buffers for one chunk.
     const size_t n = kPrefillChunk;
     p_tokens_ = alloc<int32_t>(bufs_, n);
@@ -286,10 +286,10 @@ class CudaBackend final : public Backend {
                                  cudaMemcpyHostToDevice));
     const size_t splits = size_t(persistent_max_splits());
     auto* barrier = alloc<unsigned>(bufs_, 2);
-    HAYATE_CUDA_CHECK(cudaMemset(barrier, 0, 2 * sizeof(unsigned)));
+    HAYATE_CUDA_CHECK(cudaMemsetAsync(barrier, 0, 2 * sizeof(unsigned), s_));
     const int n_counters = persistent_counters(c.num_layers, c.num_kv_heads);
     auto* counters = alloc<int>(bufs_, n_counters);
-    HAYATE_CUDA_CHECK(cudaMemset(counters, 0, n_counters * sizeof(int)));
+    HAYATE_CUDA_CHECK(cudaMemsetAsync(counters, 0, n_counters * sizeof(int), s_));
     persist_ = PersistentDecode<T>{d_layers,
                                    c.num_layers,
                                    c.hidden_size,
@@ -318,7 +318,7 @@ class CudaBackend final : public Backend {
                                    nullptr};
     if (tuning_.persistent_trace) {
       persist_.trace = alloc<unsigned long long>(bufs_, kPersistTraceSlots);
-      HAYATE_CUDA_CHECK(cudaMemset(persist_.trace, 0, kPersistTraceSlots * 8));
+      HAYATE_CUDA_CHECK(cudaMemsetAsync(persist_.trace, 0, kPersistTraceSlots * 8, s_));
     }
   }
 

@@ -40,14 +40,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   auto qkv_epi = [&](const PersistentLayer<T>& L) {
     return QkvRopeTableEpi<T>{a.q, cache(L), a.pos, rope_cs, HD / 2, a.n_heads, nkv};
   };
-  if (threadIdx.x == kGemvThreads) {
-    for (int s = 0; s < kPersistStages; ++s) {
-      mbar_init(smem_u32(&full[s]), 1);
-      mbar_init(smem_u32(&empty[s]), kPersistWarps);
-    }
-    for (int p = 0; p < kPersistParts; ++p) mbar_init(smem_u32(&done[p]), kPersistWarps);
-    mbar_init_fence();
-  }
+  if (threadIdx.x == kGemvThreads) persist_ring_init(full, empty, done);
   __syncthreads();  // barriers initialised; the last block-wide barrier
   int j = 0;        // stages used: the ring's stage and parity
 
@@ -63,6 +56,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
       }
       persist_produce<T, 2, 2>(rg, a.lm_head, D, a.vocab / 2, StoreEpi<2>{a.logits}, claim, j);
     }
+    // Leaving with copies in flight is safe: the consumers wait for every
+    // stage, the phases' end stages included, before the block exits.
     return;
   }
 

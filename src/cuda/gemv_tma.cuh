@@ -103,6 +103,33 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
 #endif
 }
 
+// A warp's share of a stage's dot products, reduced over the warp: acc[r] =
+// sum over this thread's chunks c = t + jj * step (c < nchunks) of row r of the
+// stage (R rows of row_bytes at st) . xr[jj]. Shared with persistent.cuh.
+template <typename T, int R, int NC>
+__device__ __forceinline__ void ring_tile_dot(const unsigned char* st, uint32_t row_bytes, int t,
+                                              int step, int nchunks, const float (&xr)[NC][8],
+                                              float (&acc)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+#pragma unroll
+  for (int jj = 0; jj < NC; ++jj) {
+    const int c = t + jj * step;
+    if (c < nchunks) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const uint4 w = *reinterpret_cast<const uint4*>(st + r * row_bytes + size_t(c) * 16);
+        float f[8];
+        unpack8<T>(w, f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+}
+
 constexpr int kTmaMaxStages = 16;
 // 8 consumer warps (kGemvThreads) and one producer warp that only issues the
 // bulk copies (run 10b: with thread 0 of a consumer warp issuing, that warp
@@ -233,23 +260,8 @@ __global__ void __launch_bounds__(kTmaThreads, 2)
     if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
     mbar_wait(smem_u32(&full[buf]), uint32_t(j / S) & 1u);
     const unsigned char* st = ring + (size_t(buf) * G * R + slot * R) * row_bytes;
-    float acc[R] = {};
-#pragma unroll
-    for (int jj = 0; jj < NC; ++jj) {
-      const int c = t + jj * kGroupThreads;
-      if (c < nchunks) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const uint4 w = *reinterpret_cast<const uint4*>(st + r * row_bytes + size_t(c) * 16);
-          float f[8];
-          unpack8<T>(w, f);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+    float acc[R];
+    ring_tile_dot<T, R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
     __syncwarp();  // every lane is done reading the stage
     if (lane == 0) {
 #pragma unroll

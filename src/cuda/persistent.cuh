@@ -66,6 +66,16 @@ struct PersistRing {
   float (*part)[kPersistWarps][2];  // [kPersistParts]: each warp's row sums of a tile
 };
 
+// The ring's mbarriers, by one thread before the block's one __syncthreads.
+__device__ __forceinline__ void persist_ring_init(uint64_t* full, uint64_t* empty, uint64_t* done) {
+  for (int s = 0; s < kPersistStages; ++s) {
+    mbar_init(smem_u32(&full[s]), 1);  // the producer's arrival, plus the bytes
+    mbar_init(smem_u32(&empty[s]), kPersistWarps);
+  }
+  for (int p = 0; p < kPersistParts; ++p) mbar_init(smem_u32(&done[p]), kPersistWarps);
+  mbar_init_fence();
+}
+
 // Barrier of the 256 consumer threads only (named barrier 1; the producer
 // warp never takes part, and nobody uses __syncthreads after the role split).
 __device__ __forceinline__ void consumer_sync() {
@@ -137,9 +147,10 @@ __device__ __forceinline__ void load8_cg(const float* p, float (&v)[8]) {
 // (gemv.cuh's ResidualEpi reads h through L1, which may hold a line another
 // block has since changed) as soon as the tile has landed (prepare), so the
 // read is in flight during the dot products. The persistent kernel keeps h in
-// two buffers, o_proj writing the second and down_proj the first: a block
-// still reading h for QKV can never see o_proj's writes, even without a grid
-// barrier between them.
+// two buffers, o_proj writing the second and down_proj the first. With the
+// grid barrier after QKV (run 12f) one buffer would do, as each tile reads and
+// writes only its own rows; the second is what let run 12e drop that barrier
+// (a block still reading h for QKV never sees o_proj's writes), and costs 16 KB.
 template <int R>
 struct ResidualCgEpi {
   const float* in;
@@ -311,26 +322,13 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     }
     const int p = jd % kPersistParts;
     const bool epi_warp = warp == jd % kPersistWarps;
+    // In a phase's last tile, groups past the phase's rows read stale stage bytes
+    // and make sums nobody stores (the epilogue checks g < groups).
     typename Epi::Pre pre{};  // the epilogue's global reads, under the dot products
     if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
     const unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes + slot * R * row_bytes;
-    float acc[R] = {};
-#pragma unroll
-    for (int jj = 0; jj < NC; ++jj) {
-      const int c = t + jj * kGroupThreads;
-      if (c < nchunks) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const uint4 w = *reinterpret_cast<const uint4*>(st + r * row_bytes + size_t(c) * 16);
-          float f[8];
-          unpack8<T>(w, f);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+    float acc[R];
+    ring_tile_dot<T, R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
     __syncwarp();  // every lane is done reading the stage
     if (lane == 0) {
 #pragma unroll
@@ -366,6 +364,9 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
 // per query head to part_o [split, n_heads, HD] and part_ml [split, n_heads,
 // 2], and the last split of the kv head to finish (split_done[kvh]) combines
 // them into attn. Either way attn_done counts the kv head once it is final.
+// nsplit <= ceil(keys / 64) and <= 16 make every split non-empty:
+// (nsplit - 1) * ceil(keys / nsplit) < keys. The code still handles an empty
+// one (max -FLT_MAX, sum 0), for safety if these caps change.
 __device__ __forceinline__ int persist_splits(int keys, int n_kv_heads) {
   const int by_blocks = max(1, min(kPersistMaxSplits, int(gridDim.x) / n_kv_heads));
   return min(by_blocks, (keys + kPersistTile - 1) / kPersistTile);
@@ -492,23 +493,8 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
         }
       }
       consumer_sync();  // scores of the tile
-      for (int g = warp; g < G; g += kPersistWarps) {
-        const float v0 = lane < nt ? sc[g][lane] : -FLT_MAX;
-        const float v1 = lane + 32 < nt ? sc[g][lane + 32] : -FLT_MAX;
-        const float m_old = m_s[g];
-        const float m_new = fmaxf(m_old, warp_max(fmaxf(v0, v1)));
-        const float p0 = lane < nt ? __expf(v0 - m_new) : 0.0f;
-        const float p1 = lane + 32 < nt ? __expf(v1 - m_new) : 0.0f;
-        sc[g][lane] = p0;
-        sc[g][lane + 32] = p1;
-        const float sum = warp_sum(p0 + p1);
-        if (lane == 0) {
-          const float alpha = __expf(m_old - m_new);
-          alpha_s[g] = alpha;
-          l_s[g] = l_s[g] * alpha + sum;
-          m_s[g] = m_new;
-        }
-      }
+      for (int g = warp; g < G; g += kPersistWarps)
+        softmax_tile64(sc[g], nt, m_s[g], l_s[g], alpha_s[g]);
       consumer_sync();  // probabilities and alpha
 #pragma unroll
       for (int g = 0; g < GM; ++g) {
