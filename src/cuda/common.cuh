@@ -80,8 +80,8 @@ __device__ __forceinline__ float warp_max(float v) {
 // One warp's online-softmax step for one head over a tile of nt <= 64 scores
 // s[0..nt) (shared memory): turns them into e^(s - m_new) in place; lane 0
 // updates the running max m and sum l and sets alpha = e^(m_old - m_new), the
-// factor for the output so far. Shared by the split-KV decode attention
-// (attention.cu) and the persistent kernel's (persistent.cuh).
+// factor for the output so far. Used by the split-KV decode attention
+// (attention.cu); persistent.cuh writes it out (see there why).
 __device__ __forceinline__ void softmax_tile64(float* s, int nt, float& m, float& l, float& alpha) {
   const int lane = threadIdx.x % 32;
   const float v0 = lane < nt ? s[lane] : -FLT_MAX;
