@@ -30,16 +30,6 @@
 #include "cuda/ops.h"
 #include "cuda/weights.h"
 
-#define HAYATE_CUBLAS_CHECK_B(expr)                                                               \
-  do {                                                                                            \
-    cublasStatus_t hayate_st_ = (expr);                                                           \
-    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                                       \
-      std::fprintf(stderr, "hayate: cuBLAS error %d at %s:%d in %s\n", int(hayate_st_), __FILE__, \
-                   __LINE__, #expr);                                                              \
-      std::abort();                                                                               \
-    }                                                                                             \
-  } while (0)
-
 namespace hayate::cuda {
 
 template <typename T>
@@ -70,10 +60,10 @@ class BatchGemm {
   static constexpr size_t kWorkspace = size_t(32) << 20;  // fixed, so GEMMs can be graph-captured
 
   BatchGemm(BatchGemmPath path, cudaStream_t s) : s_(s), t_out_(path != BatchGemmPath::kEx) {
-    HAYATE_CUBLAS_CHECK_B(cublasCreate(&cublas_));
-    HAYATE_CUBLAS_CHECK_B(cublasSetStream(cublas_, s_));
+    HAYATE_CUBLAS_CHECK(cublasCreate(&cublas_));
+    HAYATE_CUBLAS_CHECK(cublasSetStream(cublas_, s_));
     ws_ = DeviceBuffer(kWorkspace);
-    HAYATE_CUBLAS_CHECK_B(cublasSetWorkspace(cublas_, ws_.as(), kWorkspace));
+    HAYATE_CUBLAS_CHECK(cublasSetWorkspace(cublas_, ws_.as(), kWorkspace));
     if (path == BatchGemmPath::kLt) lt_ = std::make_unique<LtGemm>(ws_.as(), kWorkspace);
   }
   ~BatchGemm() {
@@ -160,7 +150,7 @@ class BatchGemm {
   void ex(const T* W, const T* x, int m, int N, int K, void* y, cudaDataType_t out,
           bool accumulate) const {
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    HAYATE_CUBLAS_CHECK_B(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &alpha, W,
+    HAYATE_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, N, m, K, &alpha, W,
                                        cublas_type<T>(), K, x, cublas_type<T>(), K, &beta, y, out,
                                        N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }

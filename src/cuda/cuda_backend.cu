@@ -16,16 +16,6 @@
 #include "cuda/weights.h"
 #include "model/model.h"
 
-#define HAYATE_CUBLAS_CHECK(expr)                                                       \
-  do {                                                                                  \
-    cublasStatus_t hayate_st_ = (expr);                                                 \
-    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                             \
-      std::fprintf(stderr, "hayate: cuBLAS error %d at %s:%d in %s\n", int(hayate_st_), \
-                   __FILE__, __LINE__, #expr);                                          \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
-
 namespace hayate {
 namespace cuda {
 namespace {

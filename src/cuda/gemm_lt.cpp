@@ -8,16 +8,6 @@
 #include "core/check.h"
 #include "cuda/launch.h"
 
-#define HAYATE_CUBLASLT_CHECK(expr)                                                       \
-  do {                                                                                    \
-    cublasStatus_t hayate_st_ = (expr);                                                   \
-    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                               \
-      std::fprintf(stderr, "hayate: cuBLASLt error %d at %s:%d in %s\n", int(hayate_st_), \
-                   __FILE__, __LINE__, #expr);                                            \
-      std::abort();                                                                       \
-    }                                                                                     \
-  } while (0)
-
 namespace hayate::cuda {
 namespace {
 
@@ -26,16 +16,16 @@ namespace {
 class Descs {
  public:
   Descs(const LtShape& sh, int m) {
-    HAYATE_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    HAYATE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-    HAYATE_CUBLASLT_CHECK(
+    HAYATE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-    HAYATE_CUBLASLT_CHECK(
+    HAYATE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
     // Column-major: W stored K x N (ld K), x^T K x m (ld K), y^T N x m (ld N).
-    HAYATE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&w_, sh.ab, sh.K, sh.N, sh.K));
-    HAYATE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&x_, sh.ab, sh.K, m, sh.K));
-    HAYATE_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&y_, sh.out, sh.N, m, sh.N));
+    HAYATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&w_, sh.ab, sh.K, sh.N, sh.K));
+    HAYATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x_, sh.ab, sh.K, m, sh.K));
+    HAYATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&y_, sh.out, sh.N, m, sh.N));
   }
   ~Descs() {
     cublasLtMatrixLayoutDestroy(y_);
@@ -53,7 +43,7 @@ class Descs {
 }  // namespace
 
 LtGemm::LtGemm(void* workspace, size_t bytes) : ws_(workspace), ws_bytes_(bytes) {
-  HAYATE_CUBLASLT_CHECK(cublasLtCreate(&h_));
+  HAYATE_CUBLAS_CHECK(cublasLtCreate(&h_));
 }
 
 LtGemm::~LtGemm() {
@@ -65,8 +55,8 @@ std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const LtShape& sh, int m, i
                " K ", sh.K);
   Descs d(sh, m);
   cublasLtMatmulPreference_t pref = nullptr;
-  HAYATE_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  HAYATE_CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  HAYATE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  HAYATE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_, sizeof(ws_bytes_)));
   std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(k));
   int n = 0;
@@ -123,7 +113,7 @@ std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k
     }
     for (const cublasLtMatmulAlgo_t& a : candidates(sh, m, k)) {
       if (run(sh, m, a, W, x, y, s) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up and check
-      const float ms = median_ms([&] { HAYATE_CUBLASLT_CHECK(run(sh, m, a, W, x, y, s)); });
+      const float ms = median_ms([&] { HAYATE_CUBLAS_CHECK(run(sh, m, a, W, x, y, s)); });
       if (!any || ms < best_ms) {
         best = a;
         best_ms = ms;

@@ -130,6 +130,21 @@ __device__ __forceinline__ void ring_tile_dot(const unsigned char* st, uint32_t 
   for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
 }
 
+// A tile's epilogue, lane `group` of its warp: sum[r] = rstd * the partial sums
+// part[w][r] of the group's WPG warps (w = group * WPG ...). Shared with
+// persistent.cuh.
+template <int R, int WPG, int PR>
+__device__ __forceinline__ void ring_group_sums(const float (*part)[PR], int group, float rstd,
+                                                float (&sum)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    sum[r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < WPG; ++i) sum[r] += part[group * WPG + i][r];
+    sum[r] *= rstd;
+  }
+}
+
 constexpr int kTmaMaxStages = 16;
 // 8 consumer warps (kGemvThreads) and one producer warp that only issues the
 // bulk copies (run 10b: with thread 0 of a consumer warp issuing, that warp
@@ -274,14 +289,7 @@ __global__ void __launch_bounds__(kTmaThreads, 2)
       const int g = tile * G + lane;
       if (lane < G && g < groups) {
         float sum[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          sum[r] = 0.0f;
-#pragma unroll
-          for (int i = 0; i < kWarpsPerGroup; ++i)
-            sum[r] += part[j % P][lane * kWarpsPerGroup + i][r];
-          sum[r] *= rstd;
-        }
+        ring_group_sums<R, kWarpsPerGroup>(part[j % P], lane, rstd, sum);
         epi.store(g, sum, pre);
       }
     }

@@ -31,6 +31,18 @@ namespace hayate::cuda {
       ::hayate::cuda::cuda_abort(hayate_err_, #expr, __FILE__, __LINE__);          \
   } while (0)
 
+// The same for cuBLAS and cuBLASLt calls (cublasStatus_t; the including file
+// has the cuBLAS header).
+#define HAYATE_CUBLAS_CHECK(expr)                                                       \
+  do {                                                                                  \
+    cublasStatus_t hayate_st_ = (expr);                                                 \
+    if (hayate_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                             \
+      std::fprintf(stderr, "hayate: cuBLAS error %d at %s:%d in %s\n", int(hayate_st_), \
+                   __FILE__, __LINE__, #expr);                                          \
+      std::abort();                                                                     \
+    }                                                                                   \
+  } while (0)
+
 namespace hayate::cuda {
 
 struct LaunchConfig {

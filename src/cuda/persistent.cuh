@@ -205,12 +205,7 @@ struct QkvRopeTableEpi {
   __device__ void store(int g, const float (&acc)[2], Pre) const {
     const int head = g / half_dim, i = g % half_dim, d = 2 * half_dim;
     float a = acc[0], b = acc[1];
-    if (head < n_heads + n_kv_heads) {
-      const float c = cs[i], sn = cs[half_dim + i];
-      const float a2 = a * c - b * sn;
-      b = b * c + a * sn;
-      a = a2;
-    }
+    if (head < n_heads + n_kv_heads) rope_turn(a, b, cs[i], cs[half_dim + i]);
     if (head < n_heads) {
       q[head * d + i] = a;
       q[head * d + i + half_dim] = b;
@@ -341,13 +336,7 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
       const int g = tile * G + lane;
       if (lane < G && g < groups) {
         float sum[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          sum[r] = 0.0f;
-#pragma unroll
-          for (int i = 0; i < kWarpsPerGroup; ++i) sum[r] += rg.part[p][lane * kWarpsPerGroup + i][r];
-          sum[r] *= rstd;
-        }
+        ring_group_sums<R, kWarpsPerGroup>(rg.part[p], lane, rstd, sum);
         epi.store(g, sum, pre);
       }
     }

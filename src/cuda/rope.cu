@@ -43,7 +43,7 @@ __global__ void rope_kv_kernel(const float* __restrict__ qkv,  // [n, (H + 2 Hkv
 // Paged, T input (the batched backend's QKV GEMM writes T when its output only
 // feeds this kernel): one block per token row. The position's cos/sin pairs are
 // computed once per block (head_dim / 2 precise sincosf) instead of once per
-// head, then every head's pairs rotate with them (same formula as rope_rotate).
+// head, then every head's pairs rotate with them (rope_turn, as rope_rotate).
 template <typename T>
 __global__ void paged_rope_kv_t_kernel(const T* __restrict__ qkv,  // [T, (H + 2 Hkv) d]
                                        PagedShape sh, const float* __restrict__ inv_freq,  // [d/2]
@@ -63,11 +63,7 @@ __global__ void paged_rope_kv_t_kernel(const T* __restrict__ qkv,  // [T, (H + 2
   for (int j = threadIdx.x; j < heads * half_dim; j += blockDim.x) {
     const int head = j / half_dim, i = j % half_dim;
     float a = to_f32(row[head * d + i]), b = to_f32(row[head * d + i + half_dim]);
-    if (head < sh.n_heads + sh.n_kv_heads) {
-      const float c = cs[0][i], sn = cs[1][i], a2 = a * c - b * sn;
-      b = b * c + a * sn;
-      a = a2;
-    }
+    if (head < sh.n_heads + sh.n_kv_heads) rope_turn(a, b, cs[0][i], cs[1][i]);
     if (head < sh.n_heads) {
       float* qo = q + size_t(token) * sh.n_heads * d + head * d;
       qo[i] = a;

@@ -7,14 +7,19 @@
 
 namespace hayate::cuda {
 
+// The pair (a, b) turned by the angle whose cosine and sine are c and s.
+__device__ __forceinline__ void rope_turn(float& a, float& b, float c, float s) {
+  const float a2 = a * c - b * s;
+  b = b * c + a * s;
+  a = a2;
+}
+
 __device__ __forceinline__ void rope_rotate(float& a, float& b, int pos, float inv_freq) {
   // Precise sincosf: angles reach max_context radians, where the fast
   // intrinsics lose all accuracy.
   float s, c;
   sincosf(float(pos) * inv_freq, &s, &c);
-  const float a2 = a * c - b * s;
-  b = b * c + a * s;
-  a = a2;
+  rope_turn(a, b, c, s);
 }
 
 }  // namespace hayate::cuda
