@@ -538,19 +538,15 @@ int run(int argc, char** argv) {
     const PagedMeta meta{p.pos.as<int32_t>(), p.seq.as<int32_t>(), p.tables.as<int32_t>()};
     double flops = 0;  // QK and PV: 4 HD flops per (query head, visible key)
     for (int r = 0; r < p.n_tokens; ++r) flops += 4.0 * kHd * kHeads * (p.hpos[size_t(r)] + 1);
-    for (PrefillKernel k : {PrefillKernel::kMma, PrefillKernel::kWmma}) {
-      auto fn = [&](int) {
-        paged_attention_prefill(p.q.as<float>(), p.k.as<T>(), p.v.as<T>(), sh, meta,
-                                p.tiles.as<int2>(), p.n_tiles, p.out.as<T>(), st, k);
-      };
-      const char* kn = k == PrefillKernel::kMma ? "mma" : "wmma";
-      if (c.check && !check(
-                         p, reference(p), [&] { fn(0); }, kn))
-        ++failures;
-      const double ms = median_ms(st, 10, fn);
-      std::printf("  %-52s %-5s %9.1f us %7.1f TFLOP/s\n", c.name, kn, ms * 1e3,
-                  flops / ms / 1e9);
-    }
+    auto fn = [&](int) {
+      paged_attention_prefill(p.q.as<float>(), p.k.as<T>(), p.v.as<T>(), sh, meta,
+                              p.tiles.as<int2>(), p.n_tiles, p.out.as<T>(), st);
+    };
+    if (c.check && !check(
+                       p, reference(p), [&] { fn(0); }, "prefill"))
+      ++failures;
+    const double ms = median_ms(st, 10, fn);
+    std::printf("  %-52s %9.1f us %7.1f TFLOP/s\n", c.name, ms * 1e3, flops / ms / 1e9);
   }
   std::printf("\n%s\n", failures ? "SOME CHECKS FAILED" : "all checks passed");
   return failures ? 1 : 0;

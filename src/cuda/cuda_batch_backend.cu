@@ -7,8 +7,7 @@
 //   HAYATE_BATCH_PERSISTENT=0 or a shape it lacks, its fused GEMVs); RoPE with
 //   per-token positions and the KV write into paged blocks; attention per
 //   sequence through its block table (decode kernel for one-token sequences,
-//   tiled causal kernel for prefill chunks, HAYATE_PREFILL_ATTN=mma|wmma);
-//   LM head only on rows that sample;
+//   tiled causal kernel for prefill chunks); LM head only on rows that sample;
 //   greedy argmax per row on the device, then the temperature/top-k/top-p/
 //   min-p rows in one batched pass (sampling_batched.cu), eager after the graph,
 //   or row by row through the single-stream sampler when a start-up timing finds
@@ -103,11 +102,6 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     HAYATE_CHECK(sampler_ == "auto" || sampler_ == "batched" || sampler_ == "rows",
                  "HAYATE_BATCH_SAMPLER must be auto, batched or rows, got '", sampler_, "'");
     const BatchGemmPath gemm_path = batch_gemm_path();
-    const char* prefill = std::getenv("HAYATE_PREFILL_ATTN");  // mma (default) or wmma
-    HAYATE_CHECK(!prefill || std::string(prefill) == "mma" || std::string(prefill) == "wmma",
-                 "HAYATE_PREFILL_ATTN must be mma or wmma, got '", prefill, "'");
-    prefill_kernel_ = prefill && std::string(prefill) == "wmma" ? PrefillKernel::kWmma
-                                                                : PrefillKernel::kMma;
     const char* persistent = std::getenv("HAYATE_BATCH_PERSISTENT");
     HAYATE_CHECK(!persistent || std::string(persistent) == "0" || std::string(persistent) == "1",
                  "HAYATE_BATCH_PERSISTENT must be 0 or 1, got '", persistent, "'");
@@ -294,7 +288,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                part_ml_, attn_, s_);
       if (n_tiles > 0)
         paged_attention_prefill(q_, kp, vp, sh, meta, reinterpret_cast<const int2*>(d_tiles_),
-                                n_tiles, attn_, s_, prefill_kernel_);
+                                n_tiles, attn_, s_);
       if (f32_attn)
         gemv_residual(L.wo, D, qd, attn_f_, h_, s_, false);  // H += Wo ATT, as the single stream
       else
@@ -608,7 +602,6 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
   std::string sampler_;       // HAYATE_BATCH_SAMPLER: auto, batched or rows
   bool persistent_ = false;   // bucket 1 on the persistent kernel (HAYATE_BATCH_PERSISTENT)
-  PrefillKernel prefill_kernel_ = PrefillKernel::kMma;  // HAYATE_PREFILL_ATTN
   PersistentDecode<T> persist_{};  // layers == nullptr: bucket 1 on the fused GEMVs
   PersistentLayer<T>* persist_layers_ = nullptr;
   float *persist_h2_ = nullptr, *persist_part_o_ = nullptr, *persist_part_ml_ = nullptr;

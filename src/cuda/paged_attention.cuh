@@ -106,15 +106,11 @@ void paged_attention_decode_short(const float* q, const T* k_pool, const T* v_po
 // Prefill / chunked prefill: tiles [n_tiles] of (first row, rows) of one
 // sequence, rows <= paged_prefill_tile_tokens(group), consecutive positions.
 // Causal: query at position p sees keys [0, p]. out [T, q_dim] in T.
-// kMma (default): registers-only FlashAttention-2 style on mma.sync; kWmma:
-// the earlier kernel that stages S, P and P V through shared memory (kept to
-// compare on the device: HAYATE_PREFILL_ATTN=wmma).
-enum class PrefillKernel { kMma, kWmma };
 int paged_prefill_tile_tokens(int group);
 template <typename T>
 void paged_attention_prefill(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                              PagedMeta meta, const int2* tiles, int n_tiles, T* out,
-                             cudaStream_t s, PrefillKernel kernel = PrefillKernel::kMma);
+                             cudaStream_t s);
 // Opts the prefill kernels into their dynamic shared memory (once, before capture).
 void paged_attention_init();
 

@@ -79,10 +79,20 @@ __device__ __forceinline__ void mma_split(
   const size_t col = size_t(kh) * kHd;
   // Steps start at multiples of 16 (split parts are), so with bs % 16 == 0 a
   // step's 16 keys share one KV block: one table read per step.
+  // The table entries of the warp's first 32 steps are read up front (lane j:
+  // step j), so a step's K/V loads do not wait on a table load first.
   const bool one_block = bs % 16 == 0;
-  for (int base = k0 + warp * 16; base < k1; base += kDecodeWarps * 16) {
+  constexpr int kStride = kDecodeWarps * 16;  // keys between a warp's steps
+  int tab = 0;
+  if (one_block && k0 + warp * 16 + lane * kStride < k1)
+    tab = table[(k0 + warp * 16 + lane * kStride) / bs];
+  int step = 0;
+  for (int base = k0 + warp * 16; base < k1; base += kStride, ++step) {
     size_t blk = 0;
-    if (one_block) blk = (size_t(table[base / bs]) * bs + base % bs) * kv_dim + col;
+    if (one_block) {
+      const int e = step < 32 ? __shfl_sync(0xffffffffu, tab, step) : table[base / bs];
+      blk = (size_t(e) * bs + base % bs) * kv_dim + col;
+    }
     auto off = [&](int key) {
       return one_block ? blk + size_t(key - base) * kv_dim
                        : (size_t(table[key / bs]) * bs + key % bs) * kv_dim + col;

@@ -108,11 +108,10 @@ void run_case(const Case& c) {
 // are query rows (a chunked-prefill step), cut into tiles as the backend does.
 template <typename T>
 void run_prefill(int n_heads, int n_kv_heads, int hd, int bs, const std::vector<int>& lens,
-                 const std::vector<int>& chunks, PrefillKernel kernel) {
+                 const std::vector<int>& chunks) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(::testing::Message() << "prefill seed " << seed << " heads " << n_heads << "/"
-                                    << n_kv_heads << " hd " << hd << " bs " << bs << " kernel "
-                                    << (kernel == PrefillKernel::kMma ? "mma" : "wmma"));
+                                    << n_kv_heads << " hd " << hd << " bs " << bs);
   std::mt19937_64 rng(seed);
   const int S = int(lens.size()), kv_dim = n_kv_heads * hd, q_dim = n_heads * hd;
   const int tile_tok = paged_prefill_tile_tokens(n_heads / n_kv_heads);
@@ -151,8 +150,7 @@ void run_prefill(int n_heads, int n_kv_heads, int hd, int bs, const std::vector<
   paged_attention_init();
   paged_attention_prefill<T>(
       dq.get(), dk.get(), dv.get(), sh, PagedMeta{dpos.get(), dseq.get(), dtables.get()},
-      reinterpret_cast<const int2*>(dtiles.get()), int(tiles.size() / 2), out.get(), nullptr,
-      kernel);
+      reinterpret_cast<const int2*>(dtiles.get()), int(tiles.size() / 2), out.get(), nullptr);
   HAYATE_CUDA_CHECK(cudaGetLastError());
   const std::vector<float> got = download_f(out);
   std::vector<float> ref(size_t(rows) * q_dim);
@@ -178,15 +176,13 @@ void run_prefill(int n_heads, int n_kv_heads, int hd, int bs, const std::vector<
 TEST(PagedAttention, PrefillChunksVsCpu) {
   HAYATE_REQUIRE_GPU();
   const std::vector<int> lens = {1, 37, 300, 1000, 129}, chunks = {1, 37, 100, 67, 129};
-  for (PrefillKernel k : {PrefillKernel::kMma, PrefillKernel::kWmma}) {
-    run_prefill<half>(8, 2, 128, 16, lens, chunks, k);          // group 4: 16-token tiles
-    run_prefill<__nv_bfloat16>(8, 2, 128, 7, lens, chunks, k);  // odd block size
-    run_prefill<half>(4, 4, 64, 16, lens, chunks, k);           // group 1: 64-token tiles
-    run_prefill<half>(16, 2, 32, 16, lens, chunks, k);          // group 8: 8-token tiles
-    run_prefill<half>(6, 2, 128, 16, lens, chunks, k);          // group 3: 21-token tiles
-    run_prefill<__nv_bfloat16>(32, 8, 128, 16, std::vector<int>(6, 128),
-                               std::vector<int>(6, 128), k);  // max load's 128-token prompts
-  }
+  run_prefill<half>(8, 2, 128, 16, lens, chunks);          // group 4: 16-token tiles
+  run_prefill<__nv_bfloat16>(8, 2, 128, 7, lens, chunks);  // odd block size
+  run_prefill<half>(4, 4, 64, 16, lens, chunks);           // group 1: 64-token tiles
+  run_prefill<half>(16, 2, 32, 16, lens, chunks);          // group 8: 8-token tiles
+  run_prefill<half>(6, 2, 128, 16, lens, chunks);          // group 3: 21-token tiles
+  run_prefill<__nv_bfloat16>(32, 8, 128, 16, std::vector<int>(6, 128),
+                             std::vector<int>(6, 128));  // max load's 128-token prompts
 }
 
 const std::vector<int> kMixed = {1, 7, 16, 17, 129, 200, 511, 513, 1000, 2049};
