@@ -17,10 +17,11 @@ for t in gpu_paged_attention_tests gpu_kernel_tests gpu_batch_tests; do
 done
 pack
 echo "== lab"
-timeout 120 $B/paged_attn_lab --quick >$R/logs/lab.log 2>&1; echo "lab rc $?"; sed -n '/== prefill/,$p' $R/logs/lab.log; grep -A6 -E '^(1024x192|512x256|64x4000)' $R/logs/lab.log; grep -m1 'GEMM algorithms' $R/logs/ml.log
+timeout 120 $B/paged_attn_lab --quick >$R/logs/lab.log 2>&1; echo "lab rc $?"; sed -n '/== prefill/,$p' $R/logs/lab.log; grep -A6 -E '^(1024x192|512x256|64x4000)' $R/logs/lab.log
 pack
 echo "== max load"
 run ml $M --mode throughput --preset max-load-128
+grep -m1 'GEMM algorithms' $R/logs/ml.log
 HAYATE_GEMM_CHUNK=0 run ml-nochunk $M --mode throughput --preset max-load-128
 run ml2 $M --mode throughput --preset max-load-128
 pack
