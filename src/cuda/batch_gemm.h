@@ -4,8 +4,7 @@
 // same-binary comparisons on the device; bench/kernels/NOTES.md, "GEMM lab"):
 //   lt (default): at the row counts timed at start-up (tune_model), the
 //         fastest of cuBLASLt's first 8 algorithms and cublasGemmEx for each
-//         shape, cut into smaller tuned pieces where those were faster;
-//         other row counts cublasGemmEx; QKV and gate/up written in T.
+//         shape; other row counts cublasGemmEx; QKV and gate/up written in T.
 //   ex16: cublasGemmEx only, QKV and gate/up written in T.
 //   ex:   cublasGemmEx only, fp32 outputs everywhere (the path before the lab).
 // Used from one .cu file only, so the class template lives in this header.
@@ -66,15 +65,6 @@ class BatchGemm {
     ws_ = DeviceBuffer(kWorkspace);
     HAYATE_CUBLAS_CHECK(cublasSetWorkspace(cublas_, ws_.as(), kWorkspace));
     if (path == BatchGemmPath::kLt) lt_ = std::make_unique<LtGemm>(ws_.as(), kWorkspace);
-    // HAYATE_GEMM_CHUNK=c >= 1 (tests): every product of more than c rows in
-    // pieces of c rows, whatever the timings said; 0: never cut (to compare).
-    if (const char* c = std::getenv("HAYATE_GEMM_CHUNK")) {
-      char* end = nullptr;
-      const long v = std::strtol(c, &end, 10);
-      HAYATE_CHECK(*c != '\0' && *end == '\0' && v >= 0 && v <= (1 << 20),
-                   "HAYATE_GEMM_CHUNK must be a row count (0: never cut), got '", c, "'");
-      force_chunk_ = int(v);
-    }
   }
   ~BatchGemm() {
     lt_.reset();
@@ -88,23 +78,13 @@ class BatchGemm {
   bool t_out() const { return t_out_; }
 
   // y [m, N] = x [m, K] . W [N, K]^T (+ y when accumulate), y in E (float or
-  // T): in pieces of LtGemm::chunk_rows rows, each with the cuBLASLt
-  // algorithm tuned for its row count, else (not tuned, or cublasGemmEx won
-  // the timing there) cublasGemmEx.
+  // T): the cuBLASLt algorithm tuned for m rows, else (m not tuned, or
+  // cublasGemmEx won the timing there) cublasGemmEx.
   template <typename E>
   void operator()(const T* W, const T* x, int m, int N, int K, E* y, bool accumulate) const {
     const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : cublas_type<T>();
-    const LtShape sh{N, K, cublas_type<T>(), out, accumulate};
-    const int c = force_chunk_ == 0                     ? m
-                  : force_chunk_ > 0 && m > force_chunk_ ? force_chunk_
-                  : lt_                                  ? lt_->chunk_rows(sh, m)
-                                                         : m;
-    for (int r = 0; r < m; r += c) {
-      const int n = std::min(c, m - r);
-      const T* xr = x + size_t(r) * K;
-      E* yr = y + size_t(r) * N;
-      if (!lt_ || !lt_->run_tuned(sh, n, W, xr, yr, s_)) ex(W, xr, n, N, K, yr, out, accumulate);
-    }
+    if (lt_ && lt_->run_tuned({N, K, cublas_type<T>(), out, accumulate}, m, W, x, y, s_)) return;
+    ex(W, x, m, N, K, y, out, accumulate);
   }
 
   // Buffers the start-up timing fills and overwrites (before any step):
@@ -180,7 +160,6 @@ class BatchGemm {
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer ws_;
   std::unique_ptr<LtGemm> lt_;  // null: ex16 or ex
-  int force_chunk_ = -1;        // HAYATE_GEMM_CHUNK; -1 (unset): LtGemm::chunk_rows decides
 };
 
 }  // namespace hayate::cuda

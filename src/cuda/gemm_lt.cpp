@@ -101,7 +101,7 @@ std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k
     return t[t.size() / 2];
   };
   Plan plan;
-  std::vector<float> plan_ms;  // per kept tier: its best time
+  std::string report;
   for (int m : tiers) {
     float best_ms = 0.0f;
     std::optional<cublasLtMatmulAlgo_t> best;
@@ -123,36 +123,12 @@ std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k
     if (!any) continue;  // no algorithm for this row count: the caller's fallback runs it
     plan.tiers.push_back(m);
     plan.algos.push_back(best);
-    plan_ms.push_back(best_ms);
-  }
-  // Each tier's cheapest cut into equal pieces of a smaller tier (3 % margin
-  // over the timing noise), reported as " m:us" or " m:us/c".
-  std::string report;
-  for (size_t i = 0; i < plan.tiers.size(); ++i) {
-    const int m = plan.tiers[i];
-    int c = m;
-    float cost = 0.97f * plan_ms[i];
-    for (size_t j = 0; j < i; ++j)
-      if (m % plan.tiers[j] == 0 && float(m / plan.tiers[j]) * plan_ms[j] < cost) {
-        c = plan.tiers[j];
-        cost = float(m / c) * plan_ms[j];
-      }
-    plan.chunk.push_back(c);
-    report += cat(" ", m, ":", int(plan_ms[i] * 1000.0f), plan.algos[i] ? "" : "ex",
-                  c < m ? cat("/", c) : std::string());
+    report += cat(" ", m, ":", int(best_ms * 1000.0f), best ? "" : "ex");
   }
   HAYATE_CUDA_CHECK(cudaEventDestroy(e0));
   HAYATE_CUDA_CHECK(cudaEventDestroy(e1));
   if (!plan.tiers.empty()) plans_[sh.key()] = std::move(plan);
   return report;
-}
-
-int LtGemm::chunk_rows(const LtShape& sh, int m) const {
-  const auto it = plans_.find(sh.key());
-  if (it == plans_.end()) return m;
-  const Plan& p = it->second;
-  const auto t = std::lower_bound(p.tiers.begin(), p.tiers.end(), m);
-  return t == p.tiers.end() || *t != m ? m : p.chunk[size_t(t - p.tiers.begin())];
 }
 
 bool LtGemm::run_tuned(const LtShape& sh, int m, const void* W, const void* x, void* y,

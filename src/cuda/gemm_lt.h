@@ -55,13 +55,6 @@ class LtGemm {
                    const void* x, void* y, cudaStream_t s,
                    const std::function<void(int m)>& baseline);
 
-  // Rows per product for m rows: a smaller tier c (dividing m) where m / c
-  // products of c rows timed at least 3 % faster than one of m in tune(),
-  // else m. On the H200 the 16,384-row gate/up and down products run ~10 %
-  // faster as 2,048- or 4,096-row pieces (bench/kernels/NOTES.md, "GEMM
-  // lab"). Only tuned tiers are cut.
-  int chunk_rows(const LtShape& sh, int m) const;
-
   // The product with the algorithm tuned for exactly m rows. False when m is
   // not a tuned tier of the shape, the baseline won there, or the algorithm
   // refuses: the caller then runs its fallback. (An algorithm tuned at 256
@@ -74,7 +67,6 @@ class LtGemm {
   struct Plan {
     std::vector<int> tiers;
     std::vector<std::optional<cublasLtMatmulAlgo_t>> algos;  // per tier; none: the baseline
-    std::vector<int> chunk;                                   // per tier: chunk_rows
   };
   cublasLtHandle_t h_ = nullptr;
   void* ws_ = nullptr;

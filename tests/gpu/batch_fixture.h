@@ -174,16 +174,15 @@ inline SamplingParams random_params(std::mt19937_64& rng, int row, int vocab, bo
   return p;
 }
 
-// Sets (value null: unsets) an environment variable for its lifetime (the
-// lead may run the whole suite with HAYATE_BATCH_SAMPLER=rows; it is restored
-// for the later tests).
+// Sets an environment variable for its lifetime (the lead may run the whole
+// suite with HAYATE_BATCH_SAMPLER=rows; it is restored for the later tests).
 class EnvGuard {
  public:
   EnvGuard(const char* name, const char* value) : name_(name) {
     const char* old = std::getenv(name);
     had_ = old != nullptr;
     if (old) old_ = old;
-    EXPECT_EQ(value ? setenv(name, value, 1) : unsetenv(name), 0);
+    EXPECT_EQ(setenv(name, value, 1), 0);
   }
   ~EnvGuard() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
 

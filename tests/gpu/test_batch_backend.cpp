@@ -31,12 +31,7 @@ class BatchStepsTest : public BatchBackendTest,
 };
 
 TEST_P(BatchStepsTest, StepsMatchCpuPagedAndSingleSequence) {
-  // "lt/16": the lt path with every product of more than 16 rows cut into
-  // 16-row pieces (and a remainder), as start-up timings may choose.
-  const std::string path = std::get<1>(GetParam());
-  const bool cut = path == "lt/16";
-  const EnvGuard gemm("HAYATE_BATCH_GEMM", cut ? "lt" : path.c_str());
-  const EnvGuard chunk("HAYATE_GEMM_CHUNK", cut ? "16" : nullptr);
+  const EnvGuard gemm("HAYATE_BATCH_GEMM", std::get<1>(GetParam()));
   std::unique_ptr<BatchBackend> gpu =
       make_cuda_batch_backend(*model_, options(80), std::get<0>(GetParam()));
   std::unique_ptr<BatchBackend> cpu = make_cpu_paged_backend(*model_, options(80));
@@ -115,15 +110,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::tuple{DecodeMatmul::kCublas, "lt"},
                       std::tuple{DecodeMatmul::kCublas, "ex16"},
                       std::tuple{DecodeMatmul::kCublas, "ex"},
-                      std::tuple{DecodeMatmul::kCublas, "lt/16"},
                       std::tuple{DecodeMatmul::kGemv, "lt"}),
     [](const ::testing::TestParamInfo<std::tuple<DecodeMatmul, const char*>>& i) {
       const std::string gemm = std::get<1>(i.param);
       return std::string(std::get<0>(i.param) == DecodeMatmul::kGemv ? "Gemv" : "Cublas") +
-             (gemm == "ex"      ? "Ex"
-              : gemm == "ex16"  ? "Ex16"
-              : gemm == "lt/16" ? "Chunk16"
-                                : "");
+             (gemm == "ex"     ? "Ex"
+              : gemm == "ex16" ? "Ex16"
+                               : "");
     });
 
 // Contexts past one decode partition (512 keys with max_model_len 2048): the
