@@ -424,6 +424,11 @@ int run(int argc, char** argv) {
     PagedDecodeTuning one;  // many pairs: no split at all
     one.big_splits = 1;
     tunes.push_back(one);
+    for (int mp : {128, 64}) {  // many pairs: max load's 128..256-key rows in 2 or 3 parts
+      PagedDecodeTuning cut;
+      cut.big_min_part = mp;
+      tunes.push_back(cut);
+    }
   }
   if (sweep)
     for (int tb : {264, 528, 1056, 2112})

@@ -147,14 +147,13 @@ void embed(const T* table, const int32_t* tokens, int n, int dim, float* h, cuda
 template <typename T>
 void rope_kv(const float* qkv, QkvShape shape, int n, const float* inv_freq, const int32_t* pos0,
              float* q, T* k_cache, T* v_cache, cudaStream_t s);
-// Batched backend: qkv [n_tokens, q_dim + 2 kv_dim] in T (the QKV GEMM's T
-// output) -> q [n_tokens, q_dim] roped (fp32); roped k and v into the paged
-// pools at each token's (block, row). The fp32-input twin is in
-// paged_attention.cuh; shapes and metadata as there.
+// Batched backend: qkv [n_tokens, q_dim + 2 kv_dim] in In (fp32, or T where
+// the QKV GEMM writes T) -> q [n_tokens, q_dim] roped (fp32); roped k and v
+// into the paged pools at each token's (block, row) (paged_attention.cuh).
 struct PagedShape;
 struct PagedMeta;
-template <typename T>
-void paged_rope_kv(const T* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
+template <typename In, typename T>
+void paged_rope_kv(const In* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
                    PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s);
 
 // ---- activation.cu -----------------------------------------------------------

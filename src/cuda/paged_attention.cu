@@ -14,44 +14,10 @@
 #include "cuda/paged_attention.cuh"
 #include "cuda/paged_common.cuh"
 #include "cuda/paged_decode.cuh"
-#include "cuda/rope.cuh"
 
 namespace hayate::cuda {
 
 namespace {
-
-// ---- RoPE + KV write -------------------------------------------------------------
-
-// One block per token; thread j handles pair (i, i + d/2) of head j / (d/2).
-template <typename T>
-__global__ void paged_rope_kv_kernel(const float* __restrict__ qkv,  // [T, (H + 2 Hkv) d]
-                                     PagedShape sh, const float* __restrict__ inv_freq,  // [d/2]
-                                     PagedMeta meta, float* __restrict__ q,              // [T, H d]
-                                     T* __restrict__ k_pool, T* __restrict__ v_pool) {
-  const int half_dim = sh.head_dim / 2, d = sh.head_dim;
-  const int token = blockIdx.x, p = meta.tok_pos[token];
-  const int heads = sh.n_heads + 2 * sh.n_kv_heads, kv_dim = sh.n_kv_heads * d;
-  const int32_t* table = table_of(meta, meta.tok_seq[token], sh.max_blocks);
-  const size_t slot =
-      (size_t(table[p / sh.block_size]) * sh.block_size + p % sh.block_size) * kv_dim;
-  const float* row = qkv + size_t(token) * heads * d;
-  for (int j = threadIdx.x; j < heads * half_dim; j += blockDim.x) {
-    const int head = j / half_dim, i = j % half_dim;
-    float a = row[head * d + i], b = row[head * d + i + half_dim];
-    if (head < sh.n_heads + sh.n_kv_heads) rope_rotate(a, b, p, inv_freq[i]);
-    if (head < sh.n_heads) {
-      float* qo = q + size_t(token) * sh.n_heads * d + head * d;
-      qo[i] = a;
-      qo[i + half_dim] = b;
-    } else {
-      const bool is_k = head < sh.n_heads + sh.n_kv_heads;
-      T* dst =
-          (is_k ? k_pool : v_pool) + slot + (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
-      dst[i] = from_f32<T>(a);
-      dst[i + half_dim] = from_f32<T>(b);
-    }
-  }
-}
 
 // ---- decode attention ------------------------------------------------------------
 
@@ -315,13 +281,6 @@ bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim) {
          (head_dim == 32 || head_dim == 64 || head_dim == 128);
 }
 
-template <typename T>
-void paged_rope_kv(const float* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
-                   PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s) {
-  launch({unsigned(n_tokens), 256, 0, s}, paged_rope_kv_kernel<T>, qkv, sh, inv_freq, meta, q,
-         k_pool, v_pool);
-}
-
 template <typename T, int HD, int G, int U, bool PF>
 void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
                    const int32_t* rows, int n_rows, int n_splits, PagedDecodeTuning tune,
@@ -438,8 +397,6 @@ void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStr
 }
 
 #define HAYATE_PAGED_INSTANTIATE(T)                                                                \
-  template void paged_rope_kv<T>(const float*, PagedShape, int, const float*, PagedMeta, float*,   \
-                                 T*, T*, cudaStream_t);                                            \
   template void paged_attention_decode<T>(const float*, const T*, const T*, PagedShape, PagedMeta, \
                                           const int32_t*, int, int, int, float*, float*, T*,       \
                                           cudaStream_t);                                           \

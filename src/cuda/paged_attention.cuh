@@ -1,7 +1,6 @@
-// Kernels of the batched (paged) CUDA backend: RoPE + KV write into paged
-// blocks, paged decode attention (flash-decoding, split over KV length; one
-// pass at short context), paged prefill attention over query tiles, and small
-// helpers (gathered RMSNorm for the LM head rows, per-row greedy argmax).
+// Kernels of the batched (paged) CUDA backend: paged decode attention
+// (flash-decoding, split over KV length; one pass at short context), paged
+// prefill attention over query tiles, and small helpers (gathered RMSNorm for the LM head rows, per-row greedy argmax).
 // Every pointer is device memory; every launch goes through launch() (launch.h).
 //
 // Pool layout per layer: k_pool / v_pool [num_blocks, block_size, kv_dim];
@@ -34,11 +33,7 @@ struct PagedMeta {
 inline constexpr int kPagedMaxGroup = 8;
 bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim);
 
-// qkv [T, q_dim + 2 kv_dim] (fp32, GEMM output) -> q [T, q_dim] roped (fp32);
-// roped k and v into the pools at each token's (block, row).
-template <typename T>
-void paged_rope_kv(const float* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
-                   PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s);
+// RoPE + the KV write into the pools: paged_rope_kv (ops.h, rope.cu).
 
 // Decode: for each of n_rows token rows rows[i] (one new token of its
 // sequence), attention over positions [0, tok_pos[row]], split over the KV

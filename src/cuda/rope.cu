@@ -1,65 +1,58 @@
-// Prefill RoPE + KV-cache append: the QKV GEMM's fp32 rows are rotated and
-// split into q (fp32, for attention) and the cache rows of k and v.
+// RoPE + KV-cache append for prefill and the batched backend: the QKV GEMM's
+// rows (fp32, or T where the GEMM writes T) are rotated and split into q
+// (fp32, for attention) and the cache rows of k and v, either at rows
+// *pos0 + i of a contiguous cache (single stream) or at each token's (block,
+// row) of the paged pools (batched backend).
+#include "core/check.h"
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
+#include "cuda/paged_attention.cuh"
 #include "cuda/paged_common.cuh"
 #include "cuda/rope.cuh"
 
 namespace hayate::cuda {
 
-// ---- kernels -------------------------------------------------------------------
+namespace {
 
-// One block per token; thread j handles pair (i, i + d/2) of head j / (d/2).
-template <typename T>
-__global__ void rope_kv_kernel(const float* __restrict__ qkv,  // [n, (H + 2 Hkv) d]
-                               QkvShape sh, const float* __restrict__ inv_freq,  // [d/2]
-                               const int32_t* __restrict__ pos0,
-                               float* __restrict__ q,        // [n, H d]
-                               T* __restrict__ k_cache,      // [max_ctx, Hkv d]
-                               T* __restrict__ v_cache) {
-  const int half_dim = sh.head_dim / 2, d = sh.head_dim;
-  const int token = blockIdx.x, p = *pos0 + token;
-  const int heads = sh.n_heads + 2 * sh.n_kv_heads, kv_dim = sh.n_kv_heads * d;
-  const float* row = qkv + size_t(token) * heads * d;
-  for (int j = threadIdx.x; j < heads * half_dim; j += blockDim.x) {
-    const int head = j / half_dim, i = j % half_dim;
-    float a = row[head * d + i], b = row[head * d + i + half_dim];
-    if (head < sh.n_heads + sh.n_kv_heads) rope_rotate(a, b, p, inv_freq[i]);
-    if (head < sh.n_heads) {
-      float* qo = q + size_t(token) * sh.n_heads * d + head * d;
-      qo[i] = a;
-      qo[i + half_dim] = b;
-    } else {
-      const bool is_k = head < sh.n_heads + sh.n_kv_heads;
-      T* dst = (is_k ? k_cache : v_cache) + size_t(p) * kv_dim +
-               (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
-      dst[i] = from_f32<T>(a);
-      dst[i + half_dim] = from_f32<T>(b);
-    }
+constexpr int kMaxHalfDim = 128;  // cos/sin table entries per block: head_dim <= 256
+
+// Where token row `token` sits and where its K and V rows go.
+struct ContiguousCache {  // single stream: position *pos0 + token, cache row = position
+  const int32_t* pos0;
+  int kv_dim;
+  __device__ int pos(int token) const { return *pos0 + token; }
+  __device__ size_t row(int, int p) const { return size_t(p) * kv_dim; }
+};
+struct PagedCache {  // batched: each token's own position, row in its block table's block
+  PagedShape sh;
+  PagedMeta meta;
+  __device__ int pos(int token) const { return meta.tok_pos[token]; }
+  __device__ size_t row(int token, int p) const {
+    const int32_t* table = table_of(meta, meta.tok_seq[token], sh.max_blocks);
+    return (size_t(table[p / sh.block_size]) * sh.block_size + p % sh.block_size) *
+           size_t(sh.n_kv_heads * sh.head_dim);
   }
-}
+};
 
-// Paged, T input (the batched backend's QKV GEMM writes T when its output only
-// feeds this kernel): one block per token row. The position's cos/sin pairs are
-// computed once per block (head_dim / 2 precise sincosf) instead of once per
-// head, then every head's pairs rotate with them (rope_turn, as rope_rotate).
-template <typename T>
-__global__ void paged_rope_kv_t_kernel(const T* __restrict__ qkv,  // [T, (H + 2 Hkv) d]
-                                       PagedShape sh, const float* __restrict__ inv_freq,  // [d/2]
-                                       PagedMeta meta, float* __restrict__ q,  // [T, H d] fp32
-                                       T* __restrict__ k_pool, T* __restrict__ v_pool) {
-  __shared__ float cs[2][64];  // cos, sin of pair i at this position (head_dim <= 128)
+// One block per token. The position's cos/sin pairs are computed once per
+// block (head_dim / 2 precise sincosf: angles reach max_context radians,
+// where the fast intrinsics lose all accuracy) and every head's pairs (i, i +
+// d/2) turn with them; thread j handles pair j % (d/2) of head j / (d/2).
+template <typename In, typename T, typename Cache>
+__global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d]
+                               QkvShape sh, const float* __restrict__ inv_freq,  // [d/2]
+                               Cache cache, float* __restrict__ q,               // [n, H d]
+                               T* __restrict__ k_cache, T* __restrict__ v_cache) {
+  __shared__ float cs[2][kMaxHalfDim];  // cos, sin of pair i at this token's position
   const int half_dim = sh.head_dim / 2, d = sh.head_dim;
-  const int token = blockIdx.x, p = meta.tok_pos[token];
-  const int heads = sh.n_heads + 2 * sh.n_kv_heads, kv_dim = sh.n_kv_heads * d;
+  const int token = blockIdx.x, p = cache.pos(token);
+  const int heads = sh.n_heads + 2 * sh.n_kv_heads;
   for (int i = threadIdx.x; i < half_dim; i += blockDim.x)
     sincosf(float(p) * inv_freq[i], &cs[1][i], &cs[0][i]);
   __syncthreads();  // every head below reads the table its first threads wrote
-  const int32_t* table = table_of(meta, meta.tok_seq[token], sh.max_blocks);
-  const size_t slot =
-      (size_t(table[p / sh.block_size]) * sh.block_size + p % sh.block_size) * kv_dim;
-  const T* row = qkv + size_t(token) * heads * d;
+  const size_t slot = cache.row(token, p);
+  const In* row = qkv + size_t(token) * heads * d;
   for (int j = threadIdx.x; j < heads * half_dim; j += blockDim.x) {
     const int head = j / half_dim, i = j % half_dim;
     float a = to_f32(row[head * d + i]), b = to_f32(row[head * d + i + half_dim]);
@@ -70,39 +63,51 @@ __global__ void paged_rope_kv_t_kernel(const T* __restrict__ qkv,  // [T, (H + 2
       qo[i + half_dim] = b;
     } else {
       const bool is_k = head < sh.n_heads + sh.n_kv_heads;
-      T* dst =
-          (is_k ? k_pool : v_pool) + slot + (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
+      T* dst = (is_k ? k_cache : v_cache) + slot +
+               (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
       dst[i] = from_f32<T>(a);
       dst[i + half_dim] = from_f32<T>(b);
     }
   }
 }
 
+template <typename In, typename T, typename Cache>
+void launch_rope_kv(const In* qkv, QkvShape sh, int n, const float* inv_freq, Cache cache,
+                    float* q, T* k, T* v, cudaStream_t s) {
+  HAYATE_CHECK(sh.head_dim % 2 == 0 && sh.head_dim / 2 <= kMaxHalfDim,
+               "rope_kv: head_dim must be even and at most ", 2 * kMaxHalfDim, ", got ",
+               sh.head_dim);
+  if (n <= 0) return;
+  launch({unsigned(n), 256, 0, s}, rope_kv_kernel<In, T, Cache>, qkv, sh, inv_freq, cache, q, k, v);
+}
+
+}  // namespace
+
 // ---- launchers -------------------------------------------------------------------
 
 template <typename T>
 void rope_kv(const float* qkv, QkvShape shape, int n, const float* inv_freq, const int32_t* pos0,
              float* q, T* k_cache, T* v_cache, cudaStream_t s) {
-  launch({unsigned(n), 256, 0, s}, rope_kv_kernel<T>, qkv, shape, inv_freq, pos0, q, k_cache, v_cache);
+  launch_rope_kv(qkv, shape, n, inv_freq, ContiguousCache{pos0, shape.n_kv_heads * shape.head_dim},
+                 q, k_cache, v_cache, s);
 }
 
-template void rope_kv<half>(const float*, QkvShape, int, const float*, const int32_t*, float*,
-                            half*, half*, cudaStream_t);
-template void rope_kv<__nv_bfloat16>(const float*, QkvShape, int, const float*, const int32_t*,
-                                     float*, __nv_bfloat16*, __nv_bfloat16*, cudaStream_t);
-
-template <typename T>
-void paged_rope_kv(const T* qkv, PagedShape sh, int n_tokens, const float* inv_freq, PagedMeta meta,
-                   float* q, T* k_pool, T* v_pool, cudaStream_t s) {
-  if (n_tokens <= 0) return;
-  launch({unsigned(n_tokens), 256, 0, s}, paged_rope_kv_t_kernel<T>, qkv, sh, inv_freq, meta, q,
-         k_pool, v_pool);
+template <typename In, typename T>
+void paged_rope_kv(const In* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
+                   PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s) {
+  launch_rope_kv(qkv, QkvShape{sh.n_heads, sh.n_kv_heads, sh.head_dim}, n_tokens, inv_freq,
+                 PagedCache{sh, meta}, q, k_pool, v_pool, s);
 }
 
-template void paged_rope_kv<half>(const half*, PagedShape, int, const float*, PagedMeta, float*,
-                                  half*, half*, cudaStream_t);
-template void paged_rope_kv<__nv_bfloat16>(const __nv_bfloat16*, PagedShape, int, const float*,
-                                           PagedMeta, float*, __nv_bfloat16*, __nv_bfloat16*,
-                                           cudaStream_t);
+#define HAYATE_ROPE_INSTANTIATE(T)                                                                 \
+  template void rope_kv<T>(const float*, QkvShape, int, const float*, const int32_t*, float*, T*,  \
+                           T*, cudaStream_t);                                                      \
+  template void paged_rope_kv<float, T>(const float*, PagedShape, int, const float*, PagedMeta,    \
+                                        float*, T*, T*, cudaStream_t);                             \
+  template void paged_rope_kv<T, T>(const T*, PagedShape, int, const float*, PagedMeta, float*, T*, \
+                                    T*, cudaStream_t);
+HAYATE_ROPE_INSTANTIATE(half)
+HAYATE_ROPE_INSTANTIATE(__nv_bfloat16)
+#undef HAYATE_ROPE_INSTANTIATE
 
 }  // namespace hayate::cuda

@@ -29,12 +29,16 @@ float out_rtol() {
 
 // Token rows of two sequences in one launch (a prefill chunk of seq 0 at
 // positions 3..7 and decode rows of seq 1 at 17 and of seq 0's neighbour at
-// 40), block tables that scatter positions over the pool, per head_dim.
-TYPED_TEST(BatchKernelTest, PagedRopeKvFromT) {
+// 40), block tables that scatter positions over the pool, per head_dim; the
+// QKV rows in T (the lt GEMM's output) and in fp32 (the ex path's).
+TYPED_TEST(BatchKernelTest, PagedRopeKvFromTAndF32) {
   using T = TypeParam;
   SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
-  for (auto [H, Hkv, d] : {std::tuple{4, 2, 32}, std::tuple{8, 2, 128}, std::tuple{6, 6, 64}}) {
-    SCOPED_TRACE(::testing::Message() << "H " << H << " Hkv " << Hkv << " d " << d);
+  for (auto [H, Hkv, d, f32_in] :
+       {std::tuple{4, 2, 32, false}, std::tuple{8, 2, 128, false}, std::tuple{6, 6, 64, false},
+        std::tuple{8, 2, 128, true}, std::tuple{4, 2, 32, true}}) {
+    SCOPED_TRACE(::testing::Message() << "H " << H << " Hkv " << Hkv << " d " << d << " input "
+                                      << (f32_in ? "fp32" : "T"));
     const int bs = 4, max_blocks = 16, num_blocks = 3 * max_blocks;
     const int q_dim = H * d, kv_dim = Hkv * d, width = q_dim + 2 * kv_dim;
     const std::vector<int32_t> pos = {3, 4, 5, 6, 7, 17, 40}, seq = {0, 0, 0, 0, 0, 1, 2};
@@ -50,8 +54,14 @@ TYPED_TEST(BatchKernelTest, PagedRopeKvFromT) {
     Dev<int32_t> dpos(pos), dseq(seq), dtab(tables);
     Dev<T> kp(size_t(num_blocks) * bs * kv_dim), vp(size_t(num_blocks) * bs * kv_dim);  // poisoned
     const PagedShape sh{H, Hkv, d, bs, max_blocks};
-    paged_rope_kv<T>(dqkv.get(), sh, n, dinv.get(), PagedMeta{dpos.get(), dseq.get(), dtab.get()},
-                     dq.get(), kp.get(), vp.get(), nullptr);
+    const PagedMeta meta{dpos.get(), dseq.get(), dtab.get()};
+    Dev<float> dqkv_f(qkv);  // the same (T-rounded) values in fp32
+    if (f32_in)
+      paged_rope_kv<float, T>(dqkv_f.get(), sh, n, dinv.get(), meta, dq.get(), kp.get(), vp.get(),
+                              nullptr);
+    else
+      paged_rope_kv<T, T>(dqkv.get(), sh, n, dinv.get(), meta, dq.get(), kp.get(), vp.get(),
+                          nullptr);
     std::vector<float> q_ref(size_t(n) * q_dim);
     std::vector<float> k_all = download_f(kp), v_all = download_f(vp), k_got, v_got, k_ref, v_ref;
     std::vector<bool> written(k_all.size() / kv_dim, false);
