@@ -417,7 +417,6 @@ int run(int argc, char** argv) {
     tunes.push_back(v2);
     PagedDecodeTuning m4;
     m4.mma_blocks = 4;
-    m4.mma_async = false;
     tunes.push_back(m4);
     PagedDecodeTuning helpers;  // many pairs: helper blocks instead of split slots
     helpers.mma_helpers = true;
@@ -425,9 +424,11 @@ int run(int argc, char** argv) {
     PagedDecodeTuning one;  // many pairs: no split at all
     one.big_splits = 1;
     tunes.push_back(one);
-    PagedDecodeTuning sync;  // K/V by 16-byte loads when a step starts (no cp.async rings)
-    sync.mma_async = false;
-    tunes.push_back(sync);
+    for (int mp : {128, 64}) {  // many pairs: max load's 128..256-key rows in 2 or 3 parts
+      PagedDecodeTuning cut;
+      cut.big_min_part = mp;
+      tunes.push_back(cut);
+    }
   }
   if (sweep)
     for (int tb : {264, 528, 1056, 2112})
@@ -486,7 +487,7 @@ int run(int argc, char** argv) {
       const std::string name =
           (t == 0 ? std::string("default ") : std::string()) +
           (tu.mma ? "mma" + std::string(tu.mma_blocks >= 4 ? "4 " : " ") +
-                        (tu.mma_helpers ? "helpers " : "") + (tu.mma_async ? "async " : "sync ")
+                        (tu.mma_helpers ? "helpers " : "")
                   : std::string("v2 ")) +
           "tb " + std::to_string(tu.target_blocks) + " mp " + std::to_string(tu.min_part) + " u " +
           std::to_string(tu.unroll) + (tu.prefetch ? " pf" : "") +

@@ -75,10 +75,6 @@ struct PagedDecodeTuning {
   // to split (paged_decode_mma.cu), instead of big_splits slots per pair. Off:
   // slower in the lab (1024 x 192 keys 348 vs 304 us; NOTES "run 2").
   bool mma_helpers = false;
-  // K/V rows through per-warp two-stage cp.async rings in shared memory (a
-  // step's copies in flight while the previous step computes) instead of
-  // 16-byte loads issued when the step starts (paged_decode_mma.cu).
-  bool mma_async = true;
 };
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
 template <typename T>
@@ -110,7 +106,7 @@ template <typename T>
 void paged_attention_prefill(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                              PagedMeta meta, const int2* tiles, int n_tiles, T* out,
                              cudaStream_t s);
-// Opts the prefill and decode kernels into their dynamic shared memory (once, before capture).
+// Opts the prefill kernels into their dynamic shared memory (once, before capture).
 void paged_attention_init();
 
 // out [n, dim] = rmsnorm(x [rows[j], dim]) * w in T: the LM head's input rows.

@@ -73,13 +73,10 @@ __device__ __forceinline__ void decode_merge_store(
 // min_blocks (3 or 4): blocks per SM its registers are capped for. helpers:
 // the grid has one split slot per pair and a small helper grid finds the rows
 // that split and runs their splits 1..z-1 (for launches with many pairs).
-// async_loads (without helpers): K/V through per-warp cp.async rings, 3 blocks
-// per SM (needs paged_decode_mma_init() once, before capture).
 template <typename T>
 void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                              PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int z,
-                             int min_part, int min_blocks, bool helpers, bool async_loads,
-                             float* part_o, float* part_ml, T* out, cudaStream_t s);
-void paged_decode_mma_init();
+                             int min_part, int min_blocks, bool helpers, float* part_o,
+                             float* part_ml, T* out, cudaStream_t s);
 
 }  // namespace hayate::cuda

@@ -42,24 +42,12 @@ __device__ __forceinline__ uint32_t word(const uint4& u, int r) {
 // Split sp (keys [k0, k1)) of row i = rows[i], kv head kh, by the block's 4
 // warps (16-key steps round-robin); lane = (g = lane / 4, t = lane % 4) as in
 // the mma fragments. Ends with the block's merge (a __syncthreads inside).
-// ASYNC: a step's K and V rows reach registers through this warp's two-stage
-// shared-memory ring (AsyncRing), copied by cp.async one step ahead, instead
-// of 16-byte global loads issued when the step starts; s_acc and s_ml then
-// overlay the rings (a __syncthreads first).
-constexpr int kRingLd = kHd + 8;  // T per ring row: 16-byte pad, 4 wavefronts per 16-byte read
 template <typename T>
-struct AsyncRing {
-  T k[2][16][kRingLd];
-  T v[2][16][kRingLd];
-};
-
-template <typename T, bool ASYNC>
 __device__ __forceinline__ void mma_split(
     const float* __restrict__ q, const T* __restrict__ k_pool, const T* __restrict__ v_pool,
     const PagedShape& sh, const PagedMeta& meta, int i, int row, int kh, int sp, int2 plan, int len,
     int n_splits, float* __restrict__ part_o, float* __restrict__ part_ml, T* __restrict__ out,
-    float (&s_acc)[kDecodeWarps][kRowsG][kHd], float (&s_ml)[kDecodeWarps][kRowsG][2],
-    AsyncRing<T>* ring) {
+    float (&s_acc)[kDecodeWarps][kRowsG][kHd], float (&s_ml)[kDecodeWarps][kRowsG][2]) {
   const int k0 = sp * plan.y, k1 = min(len, k0 + plan.y);
   const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * kHd, bs = sh.block_size;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -98,53 +86,18 @@ __device__ __forceinline__ void mma_split(
   int tab = 0;
   if (one_block && k0 + warp * 16 + lane * kStride < k1)
     tab = table[(k0 + warp * 16 + lane * kStride) / bs];
-  // Element offset of `key` (of the step at `base`) in the pools.
-  auto offset = [&](int base, int step, int key) {
-    if (!one_block) return (size_t(table[key / bs]) * bs + key % bs) * kv_dim + col;
-    const int e = step < 32 ? __shfl_sync(0xffffffffu, tab, step) : table[base / bs];
-    return (size_t(e) * bs + base % bs) * kv_dim + col + size_t(key - base) * kv_dim;
-  };
-  // ASYNC: the 16 K and V rows of the step at `base` into stage st (256
-  // 16-byte chunks each, 8 per lane; rows past k1 zero-filled).
-  AsyncRing<T>& rg = ring[ASYNC ? warp : 0];
-  auto issue = [&](int base, int step, int st) {
-    if (base < k1) {
-      const size_t b0 = one_block ? offset(base, step, base) : 0;
-#pragma unroll
-      for (int c8 = 0; c8 < 8; ++c8) {
-        const int c = lane + 32 * c8, key = c / 16, ch = c % 16, p = base + key;
-        const bool ok = p < k1;
-        const size_t at = !ok ? 0 : (one_block ? b0 + size_t(key) * kv_dim : offset(base, step, p));
-        cp_async16(&rg.k[st][key][ch * 8], k_pool + at + ch * 8, ok);
-        cp_async16(&rg.v[st][key][ch * 8], v_pool + at + ch * 8, ok);
-      }
-    }
-    cp_async_commit();  // possibly empty: keeps one group per step
-  };
   int step = 0;
-  if constexpr (ASYNC) issue(k0 + warp * 16, 0, 0);
   for (int base = k0 + warp * 16; base < k1; base += kStride, ++step) {
+    size_t blk = 0;
+    if (one_block) {
+      const int e = step < 32 ? __shfl_sync(0xffffffffu, tab, step) : table[base / bs];
+      blk = (size_t(e) * bs + base % bs) * kv_dim + col;
+    }
+    auto off = [&](int key) {
+      return one_block ? blk + size_t(key - base) * kv_dim
+                       : (size_t(table[key / bs]) * bs + key % bs) * kv_dim + col;
+    };
     uint4 kr[2][4], vr[4][2];
-    if constexpr (ASYNC) {
-      __syncwarp();  // every lane has read the stage the next copies overwrite
-      issue(base + kStride, step + 1, (step + 1) & 1);
-      cp_async_wait<1>();  // this lane's copies of this step have landed
-      __syncwarp();        // and every other lane's
-      const int st = step & 1;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          kr[nt][j] = *reinterpret_cast<const uint4*>(&rg.k[st][8 * nt + g][(4 * j + t) * 8]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-#pragma unroll
-        for (int u = 0; u < 2; ++u)
-          vr[e][u] = *reinterpret_cast<const uint4*>(
-              &rg.v[st][2 * t + (e & 1) + (e >> 1) * 8][16 * g + 8 * u]);
-    } else {
-    const size_t blk = one_block ? offset(base, step, base) : 0;
-    auto off = [&](int key) { return one_block ? blk + size_t(key - base) * kv_dim : offset(base, step, key); };
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
       const int key = base + 8 * nt + g;
@@ -166,7 +119,6 @@ __device__ __forceinline__ void mma_split(
         vr[e][1] = vp[1];
       }
     }
-    }  // global loads
     // S [head g][keys 8nt + 2t, + 1] in s[nt][0..1] (s[nt][2..3]: zero rows).
     float s[2][4];
 #pragma unroll
@@ -221,7 +173,6 @@ __device__ __forceinline__ void mma_split(
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
 
-  if constexpr (ASYNC) __syncthreads();  // s_acc and s_ml overlay every warp's ring
   if (t == 0) {
     s_ml[warp][g][0] = m_run;
     s_ml[warp][g][1] = l_run;
@@ -259,38 +210,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
   const int row = rows[i], len = meta.tok_pos[row] + 1;
   const int2 plan = decode_split_plan(len, z, min_part);
   if (sp >= plan.x) return;
-  mma_split<T, false>(q, k_pool, v_pool, sh, meta, i, row, kh, sp, plan, len, n_splits, part_o,
-                      part_ml, out, s_acc, s_ml, nullptr);
-}
-
-// The same blocks with the K/V rows through cp.async rings (PagedDecodeTuning::
-// mma_async): 68 KB of dynamic shared memory per block, 3 blocks per SM.
-struct AsyncMerge {
-  float acc[kDecodeWarps][kRowsG][kHd];
-  float ml[kDecodeWarps][kRowsG][2];
-};
-template <typename T>
-constexpr size_t async_smem() {
-  return sizeof(AsyncRing<T>) * kDecodeWarps > sizeof(AsyncMerge)
-             ? sizeof(AsyncRing<T>) * kDecodeWarps
-             : sizeof(AsyncMerge);
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kDecodeWarps * 32, 3)
-    paged_decode_mma_async_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                                  const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
-                                  const int32_t* __restrict__ rows, int n_splits, int z,
-                                  int min_part, float* __restrict__ part_o,
-                                  float* __restrict__ part_ml, T* __restrict__ out) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  AsyncMerge& mg = *reinterpret_cast<AsyncMerge*>(smem_raw);
-  const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
-  const int row = rows[i], len = meta.tok_pos[row] + 1;
-  const int2 plan = decode_split_plan(len, z, min_part);
-  if (sp >= plan.x) return;
-  mma_split<T, true>(q, k_pool, v_pool, sh, meta, i, row, kh, sp, plan, len, n_splits, part_o,
-                     part_ml, out, mg.acc, mg.ml, reinterpret_cast<AsyncRing<T>*>(smem_raw));
+  mma_split<T>(q, k_pool, v_pool, sh, meta, i, row, kh, sp, plan, len, n_splits, part_o, part_ml,
+               out, s_acc, s_ml);
 }
 
 // The splits 1..z-1 of a launch with many (row, kv head) pairs, where few
@@ -335,9 +256,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
       if (len == 0) continue;
       if (seen++ % kHelpers != int(blockIdx.x)) continue;
       const int i = first + j;
-      mma_split<T, false>(q, k_pool, v_pool, sh, meta, i, rows[i], kh, sp,
-                          decode_split_plan(len, z, min_part), len, n_splits, part_o, part_ml, out,
-                          s_acc, s_ml, nullptr);
+      mma_split<T>(q, k_pool, v_pool, sh, meta, i, rows[i], kh, sp,
+                   decode_split_plan(len, z, min_part), len, n_splits, part_o, part_ml, out, s_acc,
+                   s_ml);
       __syncthreads();  // s_acc / s_ml free for the next row
     }
     __syncthreads();  // s_len free for the next pass
@@ -363,16 +284,8 @@ void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
 template <typename T>
 void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                              PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int z,
-                             int min_part, int min_blocks, bool helpers, bool async_loads,
-                             float* part_o, float* part_ml, T* out, cudaStream_t s) {
-  if (async_loads && !helpers) {
-    static_assert(async_smem<T>() <= 227 * 1024 / 3, "3 blocks per SM");
-    launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32,
-            async_smem<T>(), s},
-           paged_decode_mma_async_kernel<T>, q, k_pool, v_pool, sh, meta, rows, n_splits, z,
-           min_part, part_o, part_ml, out);
-    return;
-  }
+                             int min_part, int min_blocks, bool helpers, float* part_o,
+                             float* part_ml, T* out, cudaStream_t s) {
   if (min_blocks >= 4)
     mma_launch<T, 4>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part, helpers,
                      part_o, part_ml, out, s);
@@ -383,20 +296,10 @@ void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, P
 
 template void paged_decode_mma_launch<half>(const float*, const half*, const half*, PagedShape,
                                             PagedMeta, const int32_t*, int, int, int, int, int,
-                                            bool, bool, float*, float*, half*, cudaStream_t);
+                                            bool, float*, float*, half*, cudaStream_t);
 template void paged_decode_mma_launch<__nv_bfloat16>(const float*, const __nv_bfloat16*,
                                                      const __nv_bfloat16*, PagedShape, PagedMeta,
                                                      const int32_t*, int, int, int, int, int, bool,
-                                                     bool, float*, float*, __nv_bfloat16*,
-                                                     cudaStream_t);
-
-void paged_decode_mma_init() {
-  HAYATE_CUDA_CHECK(cudaFuncSetAttribute(paged_decode_mma_async_kernel<half>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(async_smem<half>())));
-  HAYATE_CUDA_CHECK(cudaFuncSetAttribute(paged_decode_mma_async_kernel<__nv_bfloat16>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(async_smem<__nv_bfloat16>())));
-}
+                                                     float*, float*, __nv_bfloat16*, cudaStream_t);
 
 }  // namespace hayate::cuda

@@ -11,7 +11,6 @@
 #include "cuda/mma.cuh"
 #include "cuda/paged_attention.cuh"
 #include "cuda/paged_common.cuh"
-#include "cuda/paged_decode.cuh"
 
 namespace hayate::cuda {
 
@@ -264,7 +263,6 @@ void paged_attention_init() {
   allow_smem<__nv_bfloat16, 32>();
   allow_smem<__nv_bfloat16, 64>();
   allow_smem<__nv_bfloat16, 128>();
-  paged_decode_mma_init();
 }
 
 #define HAYATE_PAGED_PREFILL_INSTANTIATE(T)                                              \

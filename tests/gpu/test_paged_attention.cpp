@@ -223,7 +223,6 @@ TEST(PagedAttention, DecodeTensorCoreVsCpu) {
   for (int mb : {3, 4}) {
     PagedDecodeTuning tu;
     tu.mma_blocks = mb;
-    tu.mma_async = false;  // the register-load kernels (the async one: next test)
     run_case<half>({4, 4, 128, 16, kMixed, tu});            // group 1
     run_case<__nv_bfloat16>({6, 2, 128, 7, kMixed, tu});    // group 3, odd block size
     run_case<half>({16, 2, 128, 32, kMixed, tu});           // group 8, block 32
@@ -232,31 +231,8 @@ TEST(PagedAttention, DecodeTensorCoreVsCpu) {
   std::vector<int> lens(300);
   std::mt19937 rng(17);
   for (int& l : lens) l = 1 + int(rng() % 260);  // 100..256-key decode of a max-load step
-  PagedDecodeTuning sync;
-  sync.mma_async = false;
-  run_case<half>({32, 8, 128, 16, lens, sync});
-  run_case<__nv_bfloat16>({32, 8, 128, 16, lens, sync});
-}
-
-// The cp.async-ring variant (tune.mma_async): the same groups, block sizes
-// (7: a step's 16 keys in two or three blocks, chunks addressed key by key),
-// few rows with many splits, and many rows of mixed length with long ones
-// that split among short ones.
-TEST(PagedAttention, DecodeTensorCoreAsyncVsCpu) {
-  HAYATE_REQUIRE_GPU();
-  PagedDecodeTuning tu;
-  tu.mma_async = true;
-  run_case<half>({4, 4, 128, 16, kMixed, tu});            // group 1
-  run_case<__nv_bfloat16>({6, 2, 128, 7, kMixed, tu});    // group 3, odd block size
-  run_case<half>({16, 2, 128, 32, kMixed, tu});           // group 8, block 32
-  run_case<__nv_bfloat16>({32, 8, 128, 16, kMixed, tu});  // Llama-3-8B heads
-  std::vector<int> lens(300);
-  std::mt19937 rng(19);
-  for (int& l : lens) l = 1 + int(rng() % 260);
-  lens[3] = 5000;
-  lens[200] = 2049;
-  run_case<half>({32, 8, 128, 16, lens, tu});
-  run_case<__nv_bfloat16>({32, 8, 128, 7, lens, tu});
+  run_case<half>({32, 8, 128, 16, lens, {}});
+  run_case<__nv_bfloat16>({32, 8, 128, 16, lens, {}});
 }
 
 // Many pairs with long rows: the helper blocks (splits 1..z-1 of the rows
