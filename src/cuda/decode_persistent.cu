@@ -29,11 +29,10 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int D = a.hidden, I = a.inter, qd = a.n_heads * HD, L_ = a.n_layers, nkv = a.n_kv_heads;
   const int qkv_groups = (a.n_heads + 2 * nkv) * (HD / 2);  // RoPE pairs
-  // Counters (persistent_counters): tile claims, attention splits per kv head,
-  // final kv heads per layer.
-  int* const claims = a.counters;
-  int* const split_done = claims + 4 * L_ + 1;
-  int* const attn_done = split_done + L_ * nkv;
+  const PersistentCounterLayout cl = persistent_counter_layout(L_, nkv);
+  int* const claims = a.counters + cl.claims;
+  int* const split_done = a.counters + cl.split_done;
+  int* const attn_done = a.counters + cl.attn_done;
   auto cache = [&](const PersistentLayer<T>& L) {
     return PersistCache<T>{L.k_cache, L.v_cache, a.block_table, a.block_size};
   };
@@ -124,7 +123,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
                                     StoreEpi<2>{a.logits}, j, jd);
   mark(10);
   if (a.trace && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(a.trace + 11, 1ull);
-  persist_exit(a.barrier, a.counters, persistent_counters(L_, nkv));
+  persist_exit(a.barrier, a.counters, cl.total);
 }
 
 template <typename T, int HD>

@@ -114,11 +114,20 @@ struct PersistentDecode {
   unsigned long long* trace;
 };
 constexpr int kPersistTraceSlots = 12;
-// Counters: a tile counter per GEMV phase (4 per layer and the LM head), then
-// per layer and kv head the attention splits done, then per layer the kv
-// heads whose attention output is final.
+// Counters, as offsets into one int array: a tile counter per GEMV phase
+// (claims: 4 per layer and the LM head), then per layer and kv head the
+// attention splits done, then per layer the kv heads whose attention output
+// is final; `total` ints in all.
+struct PersistentCounterLayout {
+  int claims, split_done, attn_done, total;
+};
+__host__ __device__ constexpr PersistentCounterLayout persistent_counter_layout(int n_layers,
+                                                                             int n_kv_heads) {
+  return {0, 4 * n_layers + 1, 4 * n_layers + 1 + n_layers * n_kv_heads,
+          4 * n_layers + 1 + n_layers * n_kv_heads + n_layers};
+}
 __host__ __device__ constexpr int persistent_counters(int n_layers, int n_kv_heads) {
-  return 4 * n_layers + 1 + n_layers * n_kv_heads + n_layers;
+  return persistent_counter_layout(n_layers, n_kv_heads).total;
 }
 // Shapes the kernel has a configuration for (Llama 3.x 1B/3B/8B: head_dim 64
 // or 128, and dummy:tiny's 32; up to 4 query heads per kv head, hidden <= 4096,
