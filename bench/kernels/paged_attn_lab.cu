@@ -440,9 +440,6 @@ int run(int argc, char** argv) {
     PagedDecodeTuning one;  // many pairs: no split at all
     one.big_splits = 1;
     tunes.push_back(one);
-    PagedDecodeTuning rows_inner;  // blocks: the rows of a kv head next to each other
-    rows_inner.mma_heads_inner = false;
-    tunes.push_back(rows_inner);
     for (int mp : {128, 64}) {  // many pairs: max load's 128..256-key rows in 2 or 3 parts
       PagedDecodeTuning cut;
       cut.big_min_part = mp;
@@ -513,8 +510,7 @@ int run(int argc, char** argv) {
       const std::string name =
           (t == 0 ? std::string("default ") : std::string()) +
           (tu.mma ? "mma" + std::string(tu.mma_blocks >= 4 ? "4 " : " ") +
-                        (tu.mma_helpers ? "helpers " : "") +
-                        (tu.mma_heads_inner ? "" : "rows-inner ")
+                        (tu.mma_helpers ? "helpers " : "")
                   : std::string("v2 ")) +
           "tb " + std::to_string(tu.target_blocks) + " mp " + std::to_string(tu.min_part) + " u " +
           std::to_string(tu.unroll) + (tu.prefetch ? " pf" : "") +

@@ -299,8 +299,7 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
   const int min_part = std::max(1, many ? tune.big_min_part : tune.min_part);
   if (HD == 128 && tune.mma)  // tensor cores (paged_decode_mma.cu); same splits and combine
     paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
-                            tune.mma_blocks, many && tune.mma_helpers, tune.mma_heads_inner,
-                            part_o, part_ml, out, s);
+                            tune.mma_blocks, many && tune.mma_helpers, part_o, part_ml, out, s);
   else
     launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32, 0, s},
            paged_decode_kernel<T, HD, G, U, PF>, q, k_pool, v_pool, sh, meta, rows, n_splits,

@@ -75,10 +75,6 @@ struct PagedDecodeTuning {
   // to split (paged_decode_mma.cu), instead of big_splits slots per pair. Off:
   // slower in the lab (1024 x 192 keys 348 vs 304 us; NOTES "run 2").
   bool mma_helpers = false;
-  // Block order: the kv heads of a row next to each other, so the blocks
-  // resident at once read whole token rows of the pools (all kv heads' parts
-  // of 2 KB), instead of one kv head's 256 B of many rows.
-  bool mma_heads_inner = true;
 };
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
 template <typename T>

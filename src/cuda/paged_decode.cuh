@@ -73,12 +73,10 @@ __device__ __forceinline__ void decode_merge_store(
 // min_blocks (3 or 4): blocks per SM its registers are capped for. helpers:
 // the grid has one split slot per pair and a small helper grid finds the rows
 // that split and runs their splits 1..z-1 (for launches with many pairs).
-// heads_inner: consecutive blocks are the kv heads of one row (else the rows
-// of one kv head).
 template <typename T>
 void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                              PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int z,
-                             int min_part, int min_blocks, bool helpers, bool heads_inner,
-                             float* part_o, float* part_ml, T* out, cudaStream_t s);
+                             int min_part, int min_blocks, bool helpers, float* part_o,
+                             float* part_ml, T* out, cudaStream_t s);
 
 }  // namespace hayate::cuda

@@ -202,15 +202,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
     paged_decode_mma_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
                             const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                             const int32_t* __restrict__ rows, int n_splits, int z, int min_part,
-                            bool heads_inner, float* __restrict__ part_o,
-                            float* __restrict__ part_ml, T* __restrict__ out) {
+                            float* __restrict__ part_o, float* __restrict__ part_ml,
+                            T* __restrict__ out) {
   __shared__ float s_acc[kDecodeWarps][kRowsG][kHd];
   __shared__ float s_ml[kDecodeWarps][kRowsG][2];
-  // heads_inner: blockIdx.x = row * kv heads + kv head, so the blocks resident
-  // at once read every kv head's part of the same token rows.
-  const int kvh = sh.n_kv_heads, sp = blockIdx.z;
-  const int i = heads_inner ? int(blockIdx.x) / kvh : int(blockIdx.x);
-  const int kh = heads_inner ? int(blockIdx.x) % kvh : int(blockIdx.y);
+  const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
   const int row = rows[i], len = meta.tok_pos[row] + 1;
   const int2 plan = decode_split_plan(len, z, min_part);
   if (sp >= plan.x) return;
@@ -272,11 +268,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 template <typename T, int MINB>
 void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
                 const int32_t* rows, int n_rows, int n_splits, int z, int min_part, bool helpers,
-                bool heads_inner, float* part_o, float* part_ml, T* out, cudaStream_t s) {
-  const unsigned kvh = unsigned(sh.n_kv_heads), zs = helpers ? 1u : unsigned(z);
-  const dim3 grid = heads_inner ? dim3(unsigned(n_rows) * kvh, 1, zs) : dim3(unsigned(n_rows), kvh, zs);
-  launch({grid, kDecodeWarps * 32, 0, s}, paged_decode_mma_kernel<T, MINB>, q, k_pool, v_pool, sh,
-         meta, rows, n_splits, z, min_part, heads_inner, part_o, part_ml, out);
+                float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  const unsigned kvh = unsigned(sh.n_kv_heads);
+  launch({dim3(unsigned(n_rows), kvh, helpers ? 1u : unsigned(z)), kDecodeWarps * 32, 0, s},
+         paged_decode_mma_kernel<T, MINB>, q, k_pool, v_pool, sh, meta, rows, n_splits, z, min_part,
+         part_o, part_ml, out);
   if (helpers && z > 1)
     launch({dim3(unsigned(kHelpers), kvh, unsigned(z - 1)), kDecodeWarps * 32, 0, s},
            paged_decode_mma_helper_kernel<T, MINB>, q, k_pool, v_pool, sh, meta, rows, n_rows,
@@ -288,23 +284,22 @@ void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
 template <typename T>
 void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                              PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int z,
-                             int min_part, int min_blocks, bool helpers, bool heads_inner,
-                             float* part_o, float* part_ml, T* out, cudaStream_t s) {
+                             int min_part, int min_blocks, bool helpers, float* part_o,
+                             float* part_ml, T* out, cudaStream_t s) {
   if (min_blocks >= 4)
     mma_launch<T, 4>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part, helpers,
-                     heads_inner, part_o, part_ml, out, s);
+                     part_o, part_ml, out, s);
   else
     mma_launch<T, 3>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part, helpers,
-                     heads_inner, part_o, part_ml, out, s);
+                     part_o, part_ml, out, s);
 }
 
 template void paged_decode_mma_launch<half>(const float*, const half*, const half*, PagedShape,
                                             PagedMeta, const int32_t*, int, int, int, int, int,
-                                            bool, bool, float*, float*, half*, cudaStream_t);
+                                            bool, float*, float*, half*, cudaStream_t);
 template void paged_decode_mma_launch<__nv_bfloat16>(const float*, const __nv_bfloat16*,
                                                      const __nv_bfloat16*, PagedShape, PagedMeta,
                                                      const int32_t*, int, int, int, int, int, bool,
-                                                     bool, float*, float*, __nv_bfloat16*,
-                                                     cudaStream_t);
+                                                     float*, float*, __nv_bfloat16*, cudaStream_t);
 
 }  // namespace hayate::cuda

@@ -233,10 +233,6 @@ TEST(PagedAttention, DecodeTensorCoreVsCpu) {
   for (int& l : lens) l = 1 + int(rng() % 260);  // 100..256-key decode of a max-load step
   run_case<half>({32, 8, 128, 16, lens, {}});
   run_case<__nv_bfloat16>({32, 8, 128, 16, lens, {}});
-  PagedDecodeTuning rows_inner;  // the block order before mma_heads_inner
-  rows_inner.mma_heads_inner = false;
-  run_case<half>({32, 8, 128, 16, lens, rows_inner});
-  run_case<__nv_bfloat16>({6, 2, 128, 7, kMixed, rows_inner});
 }
 
 // Many pairs with long rows: the helper blocks (splits 1..z-1 of the rows
