@@ -306,6 +306,13 @@ class CudaBackend final : public Backend {
                                    barrier,
                                    counters,
                                    nullptr};
+    // A trial step before capture: position 0 (a cache row prefill writes
+    // before anything reads it); activations are whatever the buffers hold.
+    HAYATE_CUDA_CHECK(cudaMemsetAsync(state_, 0, sizeof(StepState), s_));
+    if (!decode_persistent_trial(persist_, s_, tuning_.persistent_refuse_trial)) {
+      persist_ = PersistentDecode<T>{};  // layers == nullptr: the per-kernel graph
+      return;
+    }
     if (tuning_.persistent_trace) {
       persist_.trace = alloc<unsigned long long>(bufs_, kPersistTraceSlots);
       HAYATE_CUDA_CHECK(cudaMemsetAsync(persist_.trace, 0, kPersistTraceSlots * 8, s_));

@@ -49,6 +49,10 @@ struct CudaTuning {
   // Lab: with persistent, time the kernel's phases (block 0) and print the
   // average per layer to stderr when the backend is destroyed.
   bool persistent_trace = false;
+  // Tests: the persistent kernel's start-up trial launch asks for a grid that
+  // cannot be resident, so the runtime refuses it as it would under MPS SM
+  // limits, and decode falls back to the per-kernel graph.
+  bool persistent_refuse_trial = false;
 };
 std::unique_ptr<Backend> make_cuda_backend(const Model& model, const BackendOptions& options,
                                            const CudaTuning& tuning);

@@ -495,6 +495,13 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                    persist_barrier_,
                                    persist_counters_,
                                    nullptr};
+    // A trial step before capture: slot 0 at position 0 of the scratch block
+    // (graph padding's); activations are whatever the buffers hold.
+    h_pos_[0] = 0;
+    h_tables_[0] = num_blocks_;
+    upload(d_pos_, h_pos_.data(), 1);
+    upload(d_tables_, h_tables_.data(), 1);
+    if (!decode_persistent_trial(persist_, s_)) persist_ = PersistentDecode<T>{};
   }
 
   // The decode graphs (batch_graphs.cu): forward(B rows, all decode, all

@@ -8,6 +8,7 @@
 // -> gate/up (+RMSNorm, SiLU*mul) -> down (+residual); then the LM head
 // (+final RMSNorm). Embedding and sampling stay separate kernels around it.
 #include <algorithm>
+#include <cstdio>
 
 #include "core/check.h"
 #include "cuda/launch.h"
@@ -126,8 +127,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   persist_exit(a.barrier, a.counters, cl.total);
 }
 
+// One cooperative block per SM; the launch's error is returned (a grid that
+// cannot be resident at once is refused there).
+// refuse (tests): ask for per_sm + 1 blocks per SM, which the runtime must refuse.
 template <typename T, int HD>
-void launch_persistent(const PersistentDecode<T>& a, cudaStream_t s) {
+cudaError_t launch_persistent(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
   auto kernel = decode_persistent_kernel<T, HD>;
   const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
   HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -135,8 +139,21 @@ void launch_persistent(const PersistentDecode<T>& a, cudaStream_t s) {
   HAYATE_CUDA_CHECK(cudaGetDevice(&device));
   HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   HAYATE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPersistThreads, smem));
-  HAYATE_CHECK(per_sm >= 1, "persistent decode: a block does not fit on an SM");
-  launch({unsigned(sms), kPersistThreads, smem, s, false, true}, kernel, a);
+  if (per_sm < 1) return cudaErrorCooperativeLaunchTooLarge;  // a block does not fit on an SM
+  const unsigned grid = unsigned(sms) * (refuse ? unsigned(per_sm) + 1 : 1u);
+  return try_launch({grid, kPersistThreads, smem, s, false, true}, kernel, a);
+}
+
+template <typename T>
+cudaError_t persistent_launch(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
+  HAYATE_CHECK(persistent_decode_supported(a.hidden, a.inter, a.vocab, a.n_heads, a.n_kv_heads,
+                                           a.head_dim),
+               "persistent decode: unsupported shape");
+  switch (a.head_dim) {
+    case 32: return launch_persistent<T, 32>(a, s, refuse);
+    case 64: return launch_persistent<T, 64>(a, s, refuse);
+    default: return launch_persistent<T, 128>(a, s, refuse);
+  }
 }
 
 }  // namespace
@@ -156,17 +173,28 @@ int persistent_max_splits() { return kPersistMaxSplits; }
 
 template <typename T>
 void decode_persistent(const PersistentDecode<T>& a, cudaStream_t s) {
-  HAYATE_CHECK(persistent_decode_supported(a.hidden, a.inter, a.vocab, a.n_heads, a.n_kv_heads,
-                                           a.head_dim),
-               "persistent decode: unsupported shape");
-  switch (a.head_dim) {
-    case 32: return launch_persistent<T, 32>(a, s);
-    case 64: return launch_persistent<T, 64>(a, s);
-    default: return launch_persistent<T, 128>(a, s);
+  HAYATE_CUDA_CHECK(persistent_launch(a, s, false));
+}
+
+template <typename T>
+bool decode_persistent_trial(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
+  const cudaError_t e = persistent_launch(a, s, refuse);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // a refused launch is not sticky: clear it and fall back
+    std::fprintf(stderr,
+                 "hayate: the persistent decode kernel cannot run here (%s: fewer SMs than the "
+                 "device reports, e.g. under MPS limits); decode runs the per-kernel graph\n",
+                 cudaGetErrorString(e));
+    return false;
   }
+  HAYATE_CUDA_CHECK(cudaStreamSynchronize(s));
+  return true;
 }
 
 template void decode_persistent<half>(const PersistentDecode<half>&, cudaStream_t);
 template void decode_persistent<__nv_bfloat16>(const PersistentDecode<__nv_bfloat16>&, cudaStream_t);
+template bool decode_persistent_trial<half>(const PersistentDecode<half>&, cudaStream_t, bool);
+template bool decode_persistent_trial<__nv_bfloat16>(const PersistentDecode<__nv_bfloat16>&,
+                                                     cudaStream_t, bool);
 
 }  // namespace hayate::cuda

@@ -60,10 +60,13 @@ struct LaunchConfig {
   bool cooperative = false;
 };
 
-// launch(cfg, kernel, args...): the only place with a kernel launch.
+// try_launch(cfg, kernel, args...): the only place with a kernel launch.
+// Returns the launch's own error (a configuration the runtime refuses, e.g. a
+// cooperative grid larger than what can be resident) for callers with a
+// fallback; everything else calls launch(), which aborts on it.
 template <typename... Params, typename... Args>
-void launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&&... args) {
-  if (cfg.grid.x == 0 || cfg.grid.y == 0 || cfg.grid.z == 0) return;  // nothing to do
+cudaError_t try_launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&&... args) {
+  if (cfg.grid.x == 0 || cfg.grid.y == 0 || cfg.grid.z == 0) return cudaSuccess;  // nothing to do
   cudaLaunchConfig_t c{};
   c.gridDim = cfg.grid;
   c.blockDim = cfg.block;
@@ -81,7 +84,12 @@ void launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&&... args) 
   }
   c.attrs = n > 0 ? attr : nullptr;
   c.numAttrs = n;
-  HAYATE_CUDA_CHECK(cudaLaunchKernelEx(&c, kernel, std::forward<Args>(args)...));
+  return cudaLaunchKernelEx(&c, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+void launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&&... args) {
+  HAYATE_CUDA_CHECK(try_launch(cfg, kernel, std::forward<Args>(args)...));
 #ifndef NDEBUG
   HAYATE_CUDA_CHECK(cudaGetLastError());
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;

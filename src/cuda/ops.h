@@ -138,6 +138,14 @@ bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, 
 int persistent_max_splits();
 template <typename T>
 void decode_persistent(const PersistentDecode<T>& args, cudaStream_t s);
+// One real step (args must be safe to run: position 0 of a cache row nothing
+// reads yet, counters zeroed), synchronised, at start-up: false, with a note
+// on stderr, when the runtime refuses the cooperative launch (fewer SMs than
+// the device reports, as under MPS limits); the caller then keeps the
+// per-kernel decode graph. refuse (tests): ask for a grid that cannot be
+// resident, so the runtime refuses it here too.
+template <typename T>
+bool decode_persistent_trial(const PersistentDecode<T>& args, cudaStream_t s, bool refuse = false);
 
 // ---- norm.cu -----------------------------------------------------------------
 // out [n, dim] = rmsnorm(x [n, dim]) * w, fp32 math, rounded to T (GEMM input).

@@ -207,6 +207,42 @@ TEST_P(ForwardTest, LongContextDecodeMatchesCpu) {
   }
 }
 
+// The persistent kernel's start-up trial refused (as under MPS SM limits;
+// CudaTuning::persistent_refuse_trial asks for a grid that cannot be
+// resident): decode falls back to the per-kernel graph, bit for bit.
+TEST(ForwardFallback, RefusedPersistentLaunchRunsThePerKernelGraph) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const Model model = load_model("dummy:tiny", seed % 1000, HAYATE_ASSETS_DIR);
+  const size_t V = model.config.vocab_size;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    auto refused = make_cuda_backend(model, {64, dt, 0},
+                                     {.persistent = true, .persistent_refuse_trial = true});
+    auto graph = make_cuda_backend(model, {64, dt, 0}, {.persistent = false});
+    auto persistent = make_cuda_backend(model, {64, dt, 0}, {.persistent = true});
+    std::vector<int32_t> prompt(9);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((seed + 7 * i) % V);
+    std::vector<float> a(V), b(V), c(V);
+    refused->forward(prompt, 0, a, false);
+    graph->forward(prompt, 0, b, false);
+    persistent->forward(prompt, 0, c, false);
+    int32_t tok = argmax(b);
+    bool persistent_differs = false;
+    for (int step = 0; step < 4; ++step) {
+      const int pos = int(prompt.size()) + step;
+      refused->forward(std::span(&tok, 1), pos, a, false);
+      graph->forward(std::span(&tok, 1), pos, b, false);
+      persistent->forward(std::span(&tok, 1), pos, c, false);
+      ASSERT_EQ(a, b) << dtype_name(dt) << " decode step " << step;
+      persistent_differs = persistent_differs || c != b;
+      tok = argmax(b);
+    }
+    // Otherwise equal logits above would not show that the fallback ran.
+    EXPECT_TRUE(persistent_differs) << dtype_name(dt) << ": the two decode paths agree bit for bit";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, ForwardTest,
                          ::testing::Values(FwdParam{DType::F16, false}, FwdParam{DType::BF16, false},
                                            FwdParam{DType::F16, true}, FwdParam{DType::BF16, true}),
