@@ -23,22 +23,6 @@ std::vector<int> graph_buckets(int max_seqs) {
   return b;
 }
 
-float time_on_stream(cudaStream_t s, const std::function<void()>& f, int reps) {
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  HAYATE_CUDA_CHECK(cudaEventCreate(&e0));
-  HAYATE_CUDA_CHECK(cudaEventCreate(&e1));
-  f();
-  HAYATE_CUDA_CHECK(cudaEventRecord(e0, s));
-  for (int i = 0; i < reps; ++i) f();
-  HAYATE_CUDA_CHECK(cudaEventRecord(e1, s));
-  HAYATE_CUDA_CHECK(cudaEventSynchronize(e1));
-  float ms = 0.0f;
-  HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  HAYATE_CUDA_CHECK(cudaEventDestroy(e0));
-  HAYATE_CUDA_CHECK(cudaEventDestroy(e1));
-  return ms / float(reps);
-}
-
 DecodeGraphs::~DecodeGraphs() {
   for (const auto* list : {&graphs_, &short_graphs_})
     for (cudaGraphExec_t g : *list)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/cuda_batch_backend.h"
+#include "cuda/stream_timing.h"
 
 namespace hayate::cuda {
 
@@ -30,8 +31,6 @@ struct Matmul {
 // every 16 up to 64, every 32 beyond (padding stays under ~1/3 of a step).
 std::vector<int> graph_buckets(int max_seqs);
 
-// Mean ms of `reps` calls of f() on stream s after one warm call.
-float time_on_stream(cudaStream_t s, const std::function<void()>& f, int reps);
 
 class DecodeGraphs {
  public:

@@ -12,6 +12,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/device_info.h"
 #include "cuda/launch.h"
+#include "cuda/stream_timing.h"
 #include "cuda/ops.h"
 #include "cuda/weights.h"
 #include "model/model.h"
@@ -419,29 +420,13 @@ double CudaBackend<T>::measure_read_bandwidth_gbs() {
   const size_t bytes = size_t(4) << 30;
   DeviceBuffer buf(bytes), dst(bytes / 2), sink(64);
   HAYATE_CUDA_CHECK(cudaMemsetAsync(buf.as(), 1, bytes, s_));
-  cudaEvent_t a, b;
-  HAYATE_CUDA_CHECK(cudaEventCreate(&a));
-  HAYATE_CUDA_CHECK(cudaEventCreate(&b));
-  auto median_ms = [&](auto&& body) {
-    std::vector<float> t;
-    for (int i = 0; i < 12; ++i) {
-      HAYATE_CUDA_CHECK(cudaEventRecord(a, s_));
-      body();
-      HAYATE_CUDA_CHECK(cudaEventRecord(b, s_));
-      HAYATE_CUDA_CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      if (i >= 2) t.push_back(ms);  // two warm-ups
-    }
-    std::sort(t.begin(), t.end());
-    return double(t[t.size() / 2]);
+  auto median_ms = [&](const std::function<void()>& body) {
+    return double(median_ms_on_stream(s_, 2, 10, body));  // two warm-ups, median of 10
   };
   const double read_ms = median_ms([&] { read_probe(buf.as(), bytes, sink.as<float>(), s_); });
   const double copy_ms = median_ms([&] {
     HAYATE_CUDA_CHECK(cudaMemcpyAsync(dst.as(), buf.as(), bytes / 2, cudaMemcpyDeviceToDevice, s_));
   });
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   const double read_gbs = double(bytes) / read_ms / 1e6;
   std::fprintf(stderr,
                "hayate: read bandwidth %.0f GB/s (read-only kernel, 4 GiB); device copy %.0f GB/s "

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "cuda/launch.h"
+#include "cuda/stream_timing.h"
 
 namespace hayate::cuda {
 namespace {
@@ -83,22 +84,9 @@ std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k
                          const std::function<void(int m)>& baseline) {
   HAYATE_CHECK(!tiers.empty() && std::is_sorted(tiers.begin(), tiers.end()),
                "LtGemm::tune: tiers must be ascending and non-empty");
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  HAYATE_CUDA_CHECK(cudaEventCreate(&e0));
-  HAYATE_CUDA_CHECK(cudaEventCreate(&e1));
+  // The caller warms each candidate up (the first run also checks it).
   const auto median_ms = [&](const std::function<void()>& body) {
-    std::vector<float> t;
-    for (int r = 0; r < reps; ++r) {
-      HAYATE_CUDA_CHECK(cudaEventRecord(e0, s));
-      body();
-      HAYATE_CUDA_CHECK(cudaEventRecord(e1, s));
-      HAYATE_CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0.0f;
-      HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return median_ms_on_stream(s, 0, reps, body);
   };
   Plan plan;
   std::string report;
@@ -125,8 +113,6 @@ std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k
     plan.algos.push_back(best);
     report += cat(" ", m, ":", int(best_ms * 1000.0f), best ? "" : "ex");
   }
-  HAYATE_CUDA_CHECK(cudaEventDestroy(e0));
-  HAYATE_CUDA_CHECK(cudaEventDestroy(e1));
   if (!plan.tiers.empty()) plans_[sh.key()] = std::move(plan);
   return report;
 }
