@@ -344,7 +344,7 @@ struct Lab {
                           vp[l % 2], st);
     if (mk.after_qkv) HAYATE_CUDA_CHECK(cudaEventRecord(mk.after_qkv, st));
     if (parts >= 2)
-      paged_attention_decode<T>(q, kp[l % 2], vp[l % 2], sh, meta, ident + r0, n, kSplits, 512,
+      paged_attention_decode<T>(q, kp[l % 2], vp[l % 2], sh, meta, ident + r0, n, kSplits, 0,
                                 part_o + size_t(r0) * kHeads * kSplits * kHd,
                                 part_ml + size_t(r0) * kHeads * kSplits * 2, attn, st);
     if (mk.after_attn) HAYATE_CUDA_CHECK(cudaEventRecord(mk.after_attn, st));
@@ -503,7 +503,7 @@ int run(int argc, char** argv) {
   for (int rows : {R, n}) {
     const double att = median_ms(lab.s[0], 10, [&](int i) {
       paged_attention_decode<T>(lab.q, lab.kp[i % 2], lab.vp[i % 2], sh, meta, lab.ident, rows,
-                                kSplits, 512, lab.part_o, lab.part_ml, lab.attn, lab.s[0]);
+                                kSplits, 0, lab.part_o, lab.part_ml, lab.attn, lab.s[0]);
     });
     std::printf("attention %d rows: %.1f us\n", rows, att * 1e3);
   }
@@ -563,7 +563,7 @@ int run(int argc, char** argv) {
       lab.gemm(lab.wgu, lab.xn, R, 2 * kI, kD, lab.big, false, 0, lab.ws[0], lab.s[0]);
     });
     sustain(lab, "attention", 0, 2.0, [&] {
-      paged_attention_decode<T>(lab.q, lab.kp[0], lab.vp[0], sh, meta, lab.ident, R, kSplits, 512,
+      paged_attention_decode<T>(lab.q, lab.kp[0], lab.vp[0], sh, meta, lab.ident, R, kSplits, 0,
                                 lab.part_o, lab.part_ml, lab.attn, lab.s[0]);
     });
     sustain(lab, "decode layer", 0, 3.0, [&] { lab.layer(0, 0, R, 0, 0, none); });

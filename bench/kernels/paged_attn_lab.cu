@@ -537,7 +537,7 @@ int run(int argc, char** argv) {
             p, ref,
             [&] {
               paged_attention_decode(p.q.as<float>(), p.k.as<T>(), p.v.as<T>(), sh, meta(0),
-                                     p.rows.as<int32_t>(), n, kSplits, kPart, p.part_o.as<float>(),
+                                     p.rows.as<int32_t>(), n, kSplits, 0, p.part_o.as<float>(),
                                      p.part_ml.as<float>(), p.out.as<T>(), st);
             },
             "paged_attention_decode"))

@@ -24,7 +24,7 @@ std::vector<int> graph_buckets(int max_seqs) {
 }
 
 DecodeGraphs::~DecodeGraphs() {
-  for (const auto* list : {&graphs_, &short_graphs_})
+  for (const auto* list : {&graphs_, &short_graphs_, &whole_graphs_})
     for (cudaGraphExec_t g : *list)
       if (g) cudaGraphExecDestroy(g);
 }
@@ -43,14 +43,15 @@ cudaGraphExec_t DecodeGraphs::capture_one(cudaStream_t s, const std::function<vo
   return exec;
 }
 
-void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, int short_max_rows, cudaStream_t s,
+void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, int short_max_rows,
+                           const std::function<int(int rows)>& whole_keys, cudaStream_t s,
                            const Record& record) {
   const auto now = [] { return std::chrono::steady_clock::now(); };
   const auto ms_since = [&](auto t) {
     return std::chrono::duration<double, std::milli>(now() - t).count();
   };
   const auto t0 = now();
-  double short_ms = 0.0;
+  double short_ms = 0.0, whole_ms = 0.0;
   buckets_ = graph_buckets(max_seqs);
   std::string report;
   for (int B : buckets_) {
@@ -63,7 +64,7 @@ void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, int short_max_rows
     float best_ms = 0.0f;
     Matmul best_mm;
     for (const Matmul& mm : cands) {
-      cudaGraphExec_t exec = capture_one(s, [&] { record(B, mm, false); });
+      cudaGraphExec_t exec = capture_one(s, [&] { record(B, mm, false, 0); });
       const float ms = time_on_stream(
           s, [&] { HAYATE_CUDA_CHECK(cudaGraphLaunch(exec, s)); }, 5);
       report += cat(" b", B,
@@ -85,19 +86,32 @@ void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, int short_max_rows
     cudaGraphExec_t shrt = nullptr;
     if (B <= short_max_rows) {
       const auto t1 = now();
-      shrt = capture_one(s, [&] { record(B, best_mm, true); });
+      shrt = capture_one(s, [&] { record(B, best_mm, true, 0); });
       short_ms += ms_since(t1);
     }
     short_graphs_.push_back(shrt);
+    const int wk = whole_keys(B);
+    cudaGraphExec_t whole = nullptr;
+    if (wk > 0) {
+      const auto t1 = now();
+      whole = capture_one(s, [&] { record(B, best_mm, false, wk); });
+      whole_ms += ms_since(t1);
+    }
+    whole_graphs_.push_back(whole);
+    whole_keys_.push_back(wk);
   }
-  const size_t n_short = size_t(std::count_if(short_graphs_.begin(), short_graphs_.end(),
-                                              [](cudaGraphExec_t g) { return g != nullptr; }));
+  const auto captured = [](const std::vector<cudaGraphExec_t>& v) {
+    return size_t(std::count_if(v.begin(), v.end(), [](cudaGraphExec_t g) { return g != nullptr; }));
+  };
   std::fprintf(stderr,
                "hayate: captured %zu decode graphs (batch 1..%d) in %.0f ms, %zu of them again "
-               "with one-pass short-context attention in %.0f ms of that; batched GEMV for up to "
-               "%d rows; us/step on padding rows (attention over one key):%s\n",
-               graphs_.size(), max_seqs, ms_since(t0), n_short, short_ms, gemv_max_,
-               report.c_str());
+               "with one-pass short-context attention in %.0f ms of that and %zu with one split "
+               "per row (contexts up to %d keys) in %.0f ms; batched GEMV for up to %d rows; "
+               "us/step on padding rows (attention over one key):%s\n",
+               graphs_.size(), max_seqs, ms_since(t0), captured(short_graphs_), short_ms,
+               captured(whole_graphs_),
+               whole_keys_.empty() ? 0 : *std::max_element(whole_keys_.begin(), whole_keys_.end()),
+               whole_ms, gemv_max_, report.c_str());
 }
 
 size_t DecodeGraphs::bucket_of(int n) const {
@@ -107,8 +121,10 @@ size_t DecodeGraphs::bucket_of(int n) const {
   return size_t(it - buckets_.begin());
 }
 
-cudaGraphExec_t DecodeGraphs::graph(size_t bucket, bool short_attn) const {
-  return short_attn && short_graphs_[bucket] ? short_graphs_[bucket] : graphs_[bucket];
+cudaGraphExec_t DecodeGraphs::graph(size_t bucket, bool short_attn, int max_keys) const {
+  if (short_attn && short_graphs_[bucket]) return short_graphs_[bucket];
+  if (whole_graphs_[bucket] && max_keys <= whole_keys_[bucket]) return whole_graphs_[bucket];
+  return graphs_[bucket];
 }
 
 }  // namespace hayate::cuda

@@ -4,6 +4,9 @@
 // second graph whose attention is the one-pass short-context kernel
 // (paged_attention_decode_short); the host picks it when every row's context
 // fits, as the single-stream backend does with its second pair of graphs.
+// Large buckets get a second graph whose split attention is sized for rows
+// of at most a bound of keys (paged_decode_whole_row_keys: one split per row,
+// no empty split slots); the host picks it when every row fits the bound.
 // What a graph runs is the backend's forward(), passed in as a callback: this
 // file owns the bucket list, capture, the start-up timing that picks the
 // matmul of each bucket, and the graphs' lifetime.
@@ -34,10 +37,11 @@ std::vector<int> graph_buckets(int max_seqs);
 
 class DecodeGraphs {
  public:
-  // record(rows, mm, short_attn) enqueues one all-decode, all-sampled forward
-  // of `rows` padding rows on the stream (same work as a real step of that
-  // bucket; attention over one key).
-  using Record = std::function<void(int rows, Matmul mm, bool short_attn)>;
+  // record(rows, mm, short_attn, attn_keys) enqueues one all-decode,
+  // all-sampled forward of `rows` padding rows on the stream (same work as a
+  // real step of that bucket; attention over one key, its split grid sized
+  // for rows of up to attn_keys keys, 0: the block table's reach).
+  using Record = std::function<void(int rows, Matmul mm, bool short_attn, int attn_keys)>;
 
   DecodeGraphs() = default;
   DecodeGraphs(const DecodeGraphs&) = delete;
@@ -47,18 +51,21 @@ class DecodeGraphs {
   // Buckets of up to 16 rows are captured with each candidate matmul that
   // `matmul` allows and the faster graph is kept (kAuto: the GEMV / cuBLAS
   // crossover measured on this device). Buckets of up to short_max_rows rows
-  // are captured a second time, with the kept matmul and short attention.
-  // Prints every candidate's time and the capture time to stderr.
-  void capture(int max_seqs, DecodeMatmul matmul, int short_max_rows, cudaStream_t s,
+  // are captured a second time, with the kept matmul and short attention;
+  // buckets B with whole_keys(B) > 0 a second time with attn_keys =
+  // whole_keys(B). Prints every candidate's time and the capture time to stderr.
+  void capture(int max_seqs, DecodeMatmul matmul, int short_max_rows,
+               const std::function<int(int rows)>& whole_keys, cudaStream_t s,
                const Record& record);
 
   // Index of the smallest bucket that holds n rows (n <= max_seqs).
   size_t bucket_of(int n) const;
   int rows(size_t bucket) const { return buckets_[bucket]; }
   const std::vector<int>& buckets() const { return buckets_; }
-  // The bucket's short-attention graph when asked for and captured, else its
-  // regular graph.
-  cudaGraphExec_t graph(size_t bucket, bool short_attn) const;
+  // The graph for a step whose decode rows have at most max_keys keys: the
+  // bucket's short-attention graph when short_attn and captured, else its
+  // whole-row graph when captured and max_keys fits it, else its regular graph.
+  cudaGraphExec_t graph(size_t bucket, bool short_attn, int max_keys) const;
   // Largest bucket whose graph runs batched GEMVs (eager steps follow it).
   int gemv_max() const { return gemv_max_; }
 
@@ -66,7 +73,9 @@ class DecodeGraphs {
   cudaGraphExec_t capture_one(cudaStream_t s, const std::function<void()>& body);
 
   std::vector<int> buckets_;
-  std::vector<cudaGraphExec_t> graphs_, short_graphs_;  // short: null where not captured
+  // short, whole: null where not captured; whole_keys_: the whole graph's bound
+  std::vector<cudaGraphExec_t> graphs_, short_graphs_, whole_graphs_;
+  std::vector<int> whole_keys_;
   int gemv_max_ = 0;
 };
 

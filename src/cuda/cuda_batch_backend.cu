@@ -17,7 +17,10 @@
 // padding that reads and writes only a scratch block at the end of the pool.
 // Steps whose decode rows all have contexts of at most 128 keys (head_dim 128)
 // run the one-pass short-context attention (paged_decode_short.cu): buckets
-// up to kShortGraphMaxRows have a second graph for it.
+// up to kShortGraphMaxRows have a second graph for it. Large buckets have a
+// second graph whose split attention has one slot per (row, kv head), for
+// steps whose rows all fit paged_decode_whole_row_keys (eager steps size the
+// grid from their own longest row).
 // GEMMs (batch_gemm.h): cuBLASLt or cublasGemmEx per shape and row count,
 // picked by a start-up timing; QKV and gate/up write T (their only readers,
 // paged_rope_kv and silu_mul, take T), o_proj and down accumulate into the
@@ -93,7 +96,6 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     max_tokens_ = std::max(o.max_num_batched_tokens, o.max_num_seqs);
     max_blocks_ = (max_model_len_ + block_size_ - 1) / block_size_;
     n_splits_ = std::min(kMaxSplits, (max_model_len_ + 511) / 512);
-    part_ = (max_model_len_ + n_splits_ - 1) / n_splits_;
 
     // The sampler of non-greedy rows: "auto" (default: timed at start-up),
     // "batched" or "rows" (the per-row path, kept to compare on the device).
@@ -211,13 +213,13 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const int m = use_graph ? rows : int(sample_rows.size());
     const bool short_attn = dec_keys <= short_keys_;  // padding rows: one key
     if (use_graph) {
-      HAYATE_CUDA_CHECK(cudaGraphLaunch(graphs_.graph(bucket, short_attn), s_));
+      HAYATE_CUDA_CHECK(cudaGraphLaunch(graphs_.graph(bucket, short_attn, dec_keys), s_));
     } else {
       upload(d_dec_, h_dec_.data(), n_dec);
       upload(d_tiles_, h_tiles_.data(), 2 * size_t(n_tiles));
       upload(d_sample_rows_, sample_rows.data(), sample_rows.size());
       forward(rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m, {graphs_.gemv_max(), false},
-              short_attn);
+              short_attn, dec_keys);
     }
     if (which.empty()) {
       HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
@@ -239,9 +241,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   // ---- the forward pass over `rows` token rows ----------------------------------
   // dec_rows [n_dec]: rows of one-token sequences; tiles (d_tiles_) [n_tiles]:
   // prefill query tiles; sample_rows [m]: rows whose logits are sampled;
-  // short_attn: every decode row's context fits paged_attention_decode_short.
+  // short_attn: every decode row's context fits paged_attention_decode_short;
+  // attn_keys: no decode row has more keys (0: unknown, the table's reach),
+  // which sizes the split decode attention's grid.
   void forward(int rows, const int32_t* dec_rows, int n_dec, int n_tiles,
-               const int32_t* sample_rows, int m, Matmul mm, bool short_attn) {
+               const int32_t* sample_rows, int m, Matmul mm, bool short_attn, int attn_keys) {
     const int D = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
     const int qd = c_.q_dim(), qkvd = c_.qkv_dim();
     const float eps = c_.rms_norm_eps;
@@ -284,8 +288,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       else if (n_dec > 0 && short_attn)  // ATT [rows, qd]: one pass, no split
         paged_attention_decode_short(q_, kp, vp, sh, meta, dec_rows, n_dec, attn_, s_);
       else if (n_dec > 0)  // ATT [rows, qd]: split over the KV length
-        paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, part_, part_o_,
-                               part_ml_, attn_, s_);
+        paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, attn_keys,
+                               part_o_, part_ml_, attn_, s_);
       if (n_tiles > 0)
         paged_attention_prefill(q_, kp, vp, sh, meta, reinterpret_cast<const int2*>(d_tiles_),
                                 n_tiles, attn_, s_);
@@ -517,9 +521,15 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     upload(d_pos_, h_pos_.data(), size_t(max_seqs_));
     upload(d_seq_, h_seq_.data(), size_t(max_seqs_));
     upload(d_tables_, h_tables_.data(), size_t(max_seqs_) * max_blocks_);
-    graphs_.capture(max_seqs_, matmul_, kShortGraphMaxRows, s_,
-                    [&](int B, Matmul mm, bool short_attn) {
-                      forward(B, d_ident_, B, 0, d_ident_, B, mm, short_attn);
+    // Large buckets' second graph: one split per row while every row fits
+    // (where that bound is below the table's reach; else the regular graph is it).
+    const auto whole_keys = [&](int B) {
+      const int wk = paged_decode_whole_row_keys(B, c_.num_kv_heads);
+      return wk < max_blocks_ * block_size_ ? wk : 0;
+    };
+    graphs_.capture(max_seqs_, matmul_, kShortGraphMaxRows, whole_keys, s_,
+                    [&](int B, Matmul mm, bool short_attn, int attn_keys) {
+                      forward(B, d_ident_, B, 0, d_ident_, B, mm, short_attn, attn_keys);
                     });
   }
 
@@ -588,7 +598,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   ModelConfig c_;
   int device_ = 0;
   int max_model_len_ = 0, block_size_ = 0, num_blocks_ = 0, max_seqs_ = 0, max_tokens_ = 0;
-  int max_blocks_ = 0, n_splits_ = 1, part_ = 0;
+  int max_blocks_ = 0, n_splits_ = 1;
   int short_keys_ = 0;  // decode contexts up to this many keys: one-pass attention
   DecodeMatmul matmul_ = DecodeMatmul::kAuto;
   cudaStream_t s_ = nullptr;

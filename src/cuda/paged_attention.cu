@@ -291,7 +291,8 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
   // possible context (the block table's reach) is no longer than that, every
   // row is one split and the other slots would only launch empty blocks (lab,
   // 1024 x 192 keys: 246 vs 304 us per layer with 4 slots).
-  const int max_keys = sh.max_blocks * sh.block_size;
+  const int reach = sh.max_blocks * sh.block_size;
+  const int max_keys = tune.max_keys > 0 ? std::min(tune.max_keys, reach) : reach;
   const int big_want = int(ceil_div(max_keys, std::max(1, tune.big_min_part)));
   const int want =
       many ? std::min(tune.big_splits, big_want) : decode_splits_wanted(pairs, tune.target_blocks);
@@ -381,9 +382,16 @@ void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_po
 template <typename T>
 void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                             PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
-                            int /*part*/, float* part_o, float* part_ml, T* out, cudaStream_t s) {
-  paged_attention_decode_tuned(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
-                               PagedDecodeTuning{}, part_o, part_ml, out, s);
+                            int max_keys, float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  PagedDecodeTuning tune;
+  tune.max_keys = max_keys;
+  paged_attention_decode_tuned(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune, part_o,
+                               part_ml, out, s);
+}
+
+int paged_decode_whole_row_keys(int n_rows, int n_kv_heads) {
+  const PagedDecodeTuning tune;
+  return std::max(1, n_rows * n_kv_heads) >= tune.many_pairs ? tune.big_min_part : 0;
 }
 
 template <typename T>

@@ -38,16 +38,27 @@ bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim);
 // Decode: for each of n_rows token rows rows[i] (one new token of its
 // sequence), attention over positions [0, tok_pos[row]], split over the KV
 // length into at most n_splits partitions. The split count is chosen on the
-// device per row from its length and per launch from n_rows (`part` is
-// ignored; kept for the callers). part_o [n_rows, n_heads, n_splits,
-// head_dim], part_ml [n_rows, n_heads, n_splits, 2] are scratch; out [T,
-// q_dim] in T. Graph-capturable: the launch depends only on n_rows, n_splits.
+// device per row from its length and per launch from n_rows and max_keys:
+// the longest context a row of the launch may have (0: the block table's
+// reach, max_blocks x block_size), which sizes the grid's split slots; a row
+// longer than max_keys is still right, with fewer splits than it would get.
+// part_o [n_rows, n_heads, n_splits, head_dim], part_ml [n_rows, n_heads,
+// n_splits, 2] are scratch; out [T, q_dim] in T. Graph-capturable: the
+// launch depends only on n_rows, n_splits and max_keys.
 // head_dim 128 runs on tensor cores (paged_decode_mma.cu: Q and P rounded to
 // T, fp32 accumulation); 32 and 64 run v2's fp32 math.
 template <typename T>
 void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                            PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int part,
-                            float* part_o, float* part_ml, T* out, cudaStream_t s);
+                            PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
+                            int max_keys, float* part_o, float* part_ml, T* out, cudaStream_t s);
+
+// With max_keys at most this, a decode launch of n_rows rows gives every row
+// one split and has no empty split slots (many pairs: rows up to big_min_part
+// keys stay whole); 0 where no bound does (few pairs: short rows are split to
+// fill the GPU). For the backend's graphs of large buckets: the split-slot
+// grid sized for the table's reach launched 3 empty blocks per real one
+// (max load's decode: 281 us per layer against 240 with one slot).
+int paged_decode_whole_row_keys(int n_rows, int n_kv_heads);
 
 // Knobs of the decode kernel (the kernel lab sweeps them; defaults are its
 // winners, bench/kernels/NOTES.md "Paged attention"). The launch has n_rows x
@@ -75,6 +86,9 @@ struct PagedDecodeTuning {
   // to split (paged_decode_mma.cu), instead of big_splits slots per pair. Off:
   // slower in the lab (1024 x 192 keys 348 vs 304 us; NOTES "run 2").
   bool mma_helpers = false;
+  // The longest context of any row of the launch (0: the block table's
+  // reach): sizes the split slots of the grid (paged_attention_decode).
+  int max_keys = 0;
 };
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
 template <typename T>

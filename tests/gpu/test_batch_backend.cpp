@@ -6,6 +6,7 @@
 // test_batch_sampling.cpp. Fixture: batch_fixture.h.
 #include <tuple>
 
+#include "cuda/paged_attention.cuh"
 #include "gpu/batch_fixture.h"
 
 namespace hayate::batch_test {
@@ -169,6 +170,81 @@ TEST_F(BatchBackendTest, LongContextDecodeSplitsOverKvLength) {
     }
   }
   EXPECT_GT(done[0], 1100 + 5) << "the long sequence never decoded";
+}
+
+// Large buckets: the whole-row decode graph (one split slot per (row, kv
+// head); picked while every row has at most paged_decode_whole_row_keys keys)
+// and the regular graph (picked once one row is longer), against the fp32
+// paged CPU backend's logits. dummy:tiny has 2 kv heads, so 139 and 140 rows
+// (bucket 160) are many pairs; max_model_len 4096 puts the bound (2048) below
+// the tables' reach. Steps: the short prompts; 3 all-decode steps (whole-row
+// graph); a 2100-token prompt in 3 chunks beside the decodes (eager, sized by
+// its own longest decode row); 3 all-decode steps with that row (regular graph).
+TEST_F(BatchBackendTest, ManyRowsWholeRowAndSplitGraphs) {
+  constexpr int kLen = 4096, kShort = 139, kLong = 2100;
+  ASSERT_EQ(model_->config.num_kv_heads, 2);
+  ASSERT_EQ(cuda::paged_decode_whole_row_keys(kShort, 2), 2048);
+  BatchBackendOptions o = options(600, 160, kLen);
+  o.max_num_batched_tokens = 2048;
+  std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, o);
+  std::unique_ptr<BatchBackend> cpu = make_cpu_paged_backend(*model_, o);
+  std::mt19937 rng(31);
+  std::vector<int32_t> blocks(600);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  struct S {
+    std::vector<int32_t> tokens, table;
+    int prompt = 0, done = 0;
+  };
+  std::vector<S> seqs(kShort + 1);
+  for (size_t i = 0, next = 0; i < seqs.size(); ++i) {
+    S& s = seqs[i];
+    s.prompt = i < kShort ? 2 + int(rng() % 11) : kLong;
+    for (int t = 0; t < s.prompt; ++t) s.tokens.push_back(int32_t(rng() % kVocab));
+    const size_t need = size_t(s.prompt + 16 + 15) / 16;  // 9 decode tokens, with room
+    s.table.assign(blocks.begin() + long(next), blocks.begin() + long(next + need));
+    next += need;
+  }
+  const SamplingParams greedy;
+  // One step over seqs [0, n): prompt chunks of up to `chunk` tokens, else one decode token.
+  const auto step = [&](size_t n, int chunk, const std::string& what) {
+    Batch b;
+    for (size_t i = 0; i < n; ++i) {
+      S& s = seqs[i];
+      BatchSeq bs;
+      bs.seq_id = i;
+      bs.start_pos = s.done;
+      const int len = s.done < s.prompt ? std::min(chunk, s.prompt - s.done) : 1;
+      bs.tokens = std::span<const int32_t>(s.tokens.data() + s.done, size_t(len));
+      bs.block_table = s.table;
+      bs.sample = s.done + len >= s.prompt;
+      bs.sampling = &greedy;
+      bs.sample_step = uint64_t(s.tokens.size() - size_t(s.prompt));
+      b.seqs.push_back(bs);
+      b.num_tokens += len;
+    }
+    std::vector<int32_t> g(n, -1), c(n, -1);
+    gpu->step(b, g);
+    const std::vector<float> glog = cuda_batch_last_logits(*gpu);
+    cpu->step(b, c);
+    std::vector<float> ref(kVocab);
+    for (size_t i = 0, j = 0; i < n; ++i) {
+      seqs[i].done += int(b.seqs[i].tokens.size());
+      if (!b.seqs[i].sample) continue;
+      cpu->last_logits_row(int(j), ref);
+      const std::string where = what + " seq " + std::to_string(i);
+      EXPECT_LT(rel_err(glog, j, ref), 2e-2) << where << ": logits differ";
+      check_pick(g[i], ref, where);
+      seqs[i].tokens.push_back(c[i]);  // teacher forcing: both continue from the CPU's id
+      ++j;
+    }
+  };
+  step(kShort, 64, "prompts");
+  for (int k = 0; k < 3; ++k) step(kShort, 1, "whole-row graph step " + std::to_string(k));
+  for (int k = 0; k < 3; ++k) step(kShort + 1, 1024, "long prompt chunk " + std::to_string(k));
+  ASSERT_EQ(seqs[kShort].done, kLong);
+  for (int k = 0; k < 3; ++k) step(kShort + 1, 1, "regular graph step " + std::to_string(k));
+  EXPECT_EQ(seqs[kShort].done, kLong + 3);
 }
 
 TEST_F(BatchBackendTest, SampledIdsStayInTheTopK) {

@@ -29,6 +29,7 @@ struct Case {
   std::vector<int> lens;  // keys per sequence; one decode row each
   PagedDecodeTuning tune;
   int one_pass = 0;  // paged_attention_decode_short instead of the split kernel: 1 out in T, 2 fp32
+  int pad_blocks = 0;  // table stride past the longest row (the backend's: max_model_len's)
 };
 
 template <typename T>
@@ -46,6 +47,7 @@ void run_case(const Case& c) {
     max_blocks = std::max(max_blocks, (l + bs - 1) / bs);
     total += (l + bs - 1) / bs;
   }
+  max_blocks += c.pad_blocks;
   const int num_blocks = total + 3;  // spare blocks stay unreferenced
   std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
   std::iota(perm.begin(), perm.end(), 0);
@@ -272,6 +274,36 @@ TEST(PagedAttention, DecodeManyRowsLongOnesSplit) {
   many.big_splits = 16;
   many.big_min_part = 300;
   run_case<__nv_bfloat16>({8, 2, 128, 16, lens, many});
+}
+
+// The split grid sized by tune.max_keys instead of the table's reach (the
+// batched backend's whole-row graphs of large buckets): 300 rows of up to 256
+// keys in tables that reach 8192 keys. max_keys 0 (the reach: 4 split slots
+// per pair, 3 of them empty), 256 (one slot: every row whole), 100 and 16
+// (rows longer than the bound are still right, as one split), and a 3000-key
+// row among them (bound 256: it runs whole). Few pairs (4 rows): max_keys
+// must not take the splits that fill the GPU away from short rows.
+TEST(PagedAttention, DecodeMaxKeysSizesTheSplitGrid) {
+  HAYATE_REQUIRE_GPU();
+  std::vector<int> lens(300);
+  std::mt19937 rng(29);
+  for (int& l : lens) l = 1 + int(rng() % 256);
+  EXPECT_EQ(paged_decode_whole_row_keys(300, 8), PagedDecodeTuning{}.big_min_part);
+  EXPECT_EQ(paged_decode_whole_row_keys(4, 8), 0);
+  for (int mk : {0, 256, 100, 16}) {
+    PagedDecodeTuning t;
+    t.max_keys = mk;
+    const int pad = 8192 / 16 - 16;
+    run_case<half>({32, 8, 128, 16, lens, t, 0, pad});
+    run_case<__nv_bfloat16>({6, 2, 32, 16, lens, t, 0, pad});  // v2 kernel, head_dim 32
+  }
+  PagedDecodeTuning t;
+  t.max_keys = 256;
+  std::vector<int> one_long = lens;
+  one_long[17] = 3000;
+  run_case<half>({32, 8, 128, 16, one_long, t, 0, 8192 / 16 - 3000 / 16});
+  t.max_keys = 64;
+  run_case<half>({32, 8, 128, 16, {500, 33, 1000, 7}, t, 0, 200});
 }
 
 // One pass: every key row of the context loaded at entry, block per (row,
