@@ -103,15 +103,18 @@ void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, int short_max_rows
   const auto captured = [](const std::vector<cudaGraphExec_t>& v) {
     return size_t(std::count_if(v.begin(), v.end(), [](cudaGraphExec_t g) { return g != nullptr; }));
   };
+  const size_t n_whole = captured(whole_graphs_);
+  const std::string whole =
+      n_whole == 0 ? ""
+                   : cat(" and ", n_whole, " with one split per row (contexts up to ",
+                         *std::max_element(whole_keys_.begin(), whole_keys_.end()), " keys) in ",
+                         int(whole_ms), " ms");
   std::fprintf(stderr,
                "hayate: captured %zu decode graphs (batch 1..%d) in %.0f ms, %zu of them again "
-               "with one-pass short-context attention in %.0f ms of that and %zu with one split "
-               "per row (contexts up to %d keys) in %.0f ms; batched GEMV for up to %d rows; "
-               "us/step on padding rows (attention over one key):%s\n",
+               "with one-pass short-context attention in %.0f ms of that%s; batched GEMV for up "
+               "to %d rows; us/step on padding rows (attention over one key):%s\n",
                graphs_.size(), max_seqs, ms_since(t0), captured(short_graphs_), short_ms,
-               captured(whole_graphs_),
-               whole_keys_.empty() ? 0 : *std::max_element(whole_keys_.begin(), whole_keys_.end()),
-               whole_ms, gemv_max_, report.c_str());
+               whole.c_str(), gemv_max_, report.c_str());
 }
 
 size_t DecodeGraphs::bucket_of(int n) const {
@@ -121,10 +124,17 @@ size_t DecodeGraphs::bucket_of(int n) const {
   return size_t(it - buckets_.begin());
 }
 
-cudaGraphExec_t DecodeGraphs::graph(size_t bucket, bool short_attn, int max_keys) const {
-  if (short_attn && short_graphs_[bucket]) return short_graphs_[bucket];
-  if (whole_graphs_[bucket] && max_keys <= whole_keys_[bucket]) return whole_graphs_[bucket];
-  return graphs_[bucket];
+cudaGraphExec_t DecodeGraphs::graph(size_t bucket, bool short_attn, int max_keys,
+                                    Kind* kind) const {
+  Kind k = Kind::kRegular;
+  if (short_attn && short_graphs_[bucket])
+    k = Kind::kShort;
+  else if (whole_graphs_[bucket] && max_keys <= whole_keys_[bucket])
+    k = Kind::kWholeRows;
+  if (kind) *kind = k;
+  return k == Kind::kShort       ? short_graphs_[bucket]
+         : k == Kind::kWholeRows ? whole_graphs_[bucket]
+                                 : graphs_[bucket];
 }
 
 }  // namespace hayate::cuda

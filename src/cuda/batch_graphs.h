@@ -64,8 +64,10 @@ class DecodeGraphs {
   const std::vector<int>& buckets() const { return buckets_; }
   // The graph for a step whose decode rows have at most max_keys keys: the
   // bucket's short-attention graph when short_attn and captured, else its
-  // whole-row graph when captured and max_keys fits it, else its regular graph.
-  cudaGraphExec_t graph(size_t bucket, bool short_attn, int max_keys) const;
+  // whole-row graph when captured and max_keys fits it, else its regular
+  // graph. kind (when given) says which.
+  enum class Kind { kRegular, kShort, kWholeRows };
+  cudaGraphExec_t graph(size_t bucket, bool short_attn, int max_keys, Kind* kind = nullptr) const;
   // Largest bucket whose graph runs batched GEMVs (eager steps follow it).
   int gemv_max() const { return gemv_max_; }
 

@@ -62,11 +62,12 @@ constexpr int kMaxSplits = 32;  // decode: partitions of the KV length
 // time (the four short graphs: ~30 ms of ~1.3 s at max_num_seqs 256).
 constexpr int kShortGraphMaxRows = 8;
 
-// The test hook behind cuda_batch_last_logits().
+// The test hooks behind cuda_batch_last_logits() and cuda_batch_graph_replays().
 class LogitsPeek {
  public:
   virtual ~LogitsPeek() = default;
   virtual std::vector<float> last_logits() = 0;
+  virtual DecodeGraphReplays graph_replays() const = 0;
 };
 
 template <typename T>
@@ -151,6 +152,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                  out.size() * sizeof(float), cudaMemcpyDeviceToHost));
   }
 
+  DecodeGraphReplays graph_replays() const override { return replays_; }
+
   std::vector<float> last_logits() override {
     const size_t V = size_t(c_.vocab_size);
     std::vector<float> out(last_slot_.size() * V);
@@ -213,7 +216,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const int m = use_graph ? rows : int(sample_rows.size());
     const bool short_attn = dec_keys <= short_keys_;  // padding rows: one key
     if (use_graph) {
-      HAYATE_CUDA_CHECK(cudaGraphLaunch(graphs_.graph(bucket, short_attn, dec_keys), s_));
+      DecodeGraphs::Kind kind = DecodeGraphs::Kind::kRegular;
+      HAYATE_CUDA_CHECK(cudaGraphLaunch(graphs_.graph(bucket, short_attn, dec_keys, &kind), s_));
+      ++(kind == DecodeGraphs::Kind::kShort       ? replays_.short_attn
+         : kind == DecodeGraphs::Kind::kWholeRows ? replays_.whole_rows
+                                                  : replays_.regular);
     } else {
       upload(d_dec_, h_dec_.data(), n_dec);
       upload(d_tiles_, h_tiles_.data(), 2 * size_t(n_tiles));
@@ -627,6 +634,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int batch_from_ = INT_MAX;  // steps with this many non-greedy rows or more: batched
   PinnedInts h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
   std::vector<int> last_slot_;  // logits row of each sampled seq of the last step
+  DecodeGraphReplays replays_;  // all-decode steps per kind of graph (test hook)
   DecodeGraphs graphs_;
 };
 
@@ -638,6 +646,13 @@ std::vector<float> cuda_batch_last_logits(BatchBackend& backend) {
   HAYATE_CHECK(peek != nullptr, "cuda_batch_last_logits: backend ", backend.name(),
                " is not the batched cuda backend");
   return peek->last_logits();
+}
+
+DecodeGraphReplays cuda_batch_graph_replays(BatchBackend& backend) {
+  auto* peek = dynamic_cast<cuda::LogitsPeek*>(&backend);
+  HAYATE_CHECK(peek != nullptr, "cuda_batch_graph_replays: backend ", backend.name(),
+               " is not the batched cuda backend");
+  return peek->graph_replays();
 }
 
 std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,

@@ -3,6 +3,7 @@
 // include it freely.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -33,5 +34,14 @@ std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
 // Test hook: logits [sampled sequences of the last step, in batch order,
 // vocab] of the last step(). Throws Error for any other backend.
 std::vector<float> cuda_batch_last_logits(BatchBackend& backend);
+
+// Test hook: all-decode steps so far that replayed each kind of decode graph:
+// the regular one, the one-pass short-attention one, and the whole-row one
+// (split attention with one slot per row and kv head). Throws Error for any
+// other backend.
+struct DecodeGraphReplays {
+  int64_t regular = 0, short_attn = 0, whole_rows = 0;
+};
+DecodeGraphReplays cuda_batch_graph_replays(BatchBackend& backend);
 
 }  // namespace hayate

@@ -288,9 +288,10 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
   const int pairs = std::max(1, n_rows * sh.n_kv_heads);
   const bool many = pairs >= tune.many_pairs;
   // Many pairs: no row is cut below big_min_part keys, so when the longest
-  // possible context (the block table's reach) is no longer than that, every
-  // row is one split and the other slots would only launch empty blocks (lab,
-  // 1024 x 192 keys: 246 vs 304 us per layer with 4 slots).
+  // possible context (tune.max_keys if set, else the block table's reach) is
+  // no longer than that, every row is one split and the other slots would
+  // only launch empty blocks (lab, 1024 x 192 keys: 246 vs 304 us per layer
+  // with 4 slots).
   const int reach = sh.max_blocks * sh.block_size;
   const int max_keys = tune.max_keys > 0 ? std::min(tune.max_keys, reach) : reach;
   const int big_want = int(ceil_div(max_keys, std::max(1, tune.big_min_part)));

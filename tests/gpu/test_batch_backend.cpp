@@ -175,13 +175,16 @@ TEST_F(BatchBackendTest, LongContextDecodeSplitsOverKvLength) {
 // Large buckets: the whole-row decode graph (one split slot per (row, kv
 // head); picked while every row has at most paged_decode_whole_row_keys keys)
 // and the regular graph (picked once one row is longer), against the fp32
-// paged CPU backend's logits. dummy:tiny has 2 kv heads, so 139 and 140 rows
-// (bucket 160) are many pairs; max_model_len 4096 puts the bound (2048) below
-// the tables' reach. Steps: the short prompts; 3 all-decode steps (whole-row
-// graph); a 2100-token prompt in 3 chunks beside the decodes (eager, sized by
-// its own longest decode row); 3 all-decode steps with that row (regular graph).
+// paged CPU backend's logits, with the graph each all-decode step replayed
+// (cuda_batch_graph_replays). dummy:tiny has 2 kv heads, so 139-141 rows
+// (bucket 160) are many pairs; max_model_len 4096 puts the bound (2048)
+// below the tables' reach. Steps: the short prompts; 3 all-decode steps
+// (whole-row graph); a 2100-token prompt in 3 chunks beside the decodes
+// (eager); 3 all-decode steps with that row (regular graph); a late prompt
+// beside the long row's decode (eager, split attention bounded by its longest
+// row: 2 slots, the long row in 2 splits and combined); one more all-decode step.
 TEST_F(BatchBackendTest, ManyRowsWholeRowAndSplitGraphs) {
-  constexpr int kLen = 4096, kShort = 139, kLong = 2100;
+  constexpr int kLen = 4096, kShort = 139, kLong = 2100, kLate = 30;
   ASSERT_EQ(model_->config.num_kv_heads, 2);
   ASSERT_EQ(cuda::paged_decode_whole_row_keys(kShort, 2), 2048);
   BatchBackendOptions o = options(600, 160, kLen);
@@ -196,18 +199,20 @@ TEST_F(BatchBackendTest, ManyRowsWholeRowAndSplitGraphs) {
     std::vector<int32_t> tokens, table;
     int prompt = 0, done = 0;
   };
-  std::vector<S> seqs(kShort + 1);
+  std::vector<S> seqs(kShort + 2);
   for (size_t i = 0, next = 0; i < seqs.size(); ++i) {
     S& s = seqs[i];
-    s.prompt = i < kShort ? 2 + int(rng() % 11) : kLong;
+    s.prompt = i < kShort ? 2 + int(rng() % 11) : i == kShort ? kLong : kLate;
     for (int t = 0; t < s.prompt; ++t) s.tokens.push_back(int32_t(rng() % kVocab));
-    const size_t need = size_t(s.prompt + 16 + 15) / 16;  // 9 decode tokens, with room
+    const size_t need = size_t(s.prompt + 16 + 15) / 16;  // 11 decode tokens, with room
     s.table.assign(blocks.begin() + long(next), blocks.begin() + long(next + need));
     next += need;
   }
   const SamplingParams greedy;
-  // One step over seqs [0, n): prompt chunks of up to `chunk` tokens, else one decode token.
-  const auto step = [&](size_t n, int chunk, const std::string& what) {
+  // One step over seqs [0, n): prompt chunks of up to `chunk` tokens, else
+  // one decode token; `want`: the graph replay counts after it.
+  const auto step = [&](size_t n, int chunk, const std::string& what,
+                        const DecodeGraphReplays& want) {
     Batch b;
     for (size_t i = 0; i < n; ++i) {
       S& s = seqs[i];
@@ -226,6 +231,10 @@ TEST_F(BatchBackendTest, ManyRowsWholeRowAndSplitGraphs) {
     std::vector<int32_t> g(n, -1), c(n, -1);
     gpu->step(b, g);
     const std::vector<float> glog = cuda_batch_last_logits(*gpu);
+    const DecodeGraphReplays got = cuda_batch_graph_replays(*gpu);
+    EXPECT_EQ(got.whole_rows, want.whole_rows) << what << ": whole-row graph replays";
+    EXPECT_EQ(got.regular, want.regular) << what << ": regular graph replays";
+    EXPECT_EQ(got.short_attn, 0) << what;
     cpu->step(b, c);
     std::vector<float> ref(kVocab);
     for (size_t i = 0, j = 0; i < n; ++i) {
@@ -239,12 +248,19 @@ TEST_F(BatchBackendTest, ManyRowsWholeRowAndSplitGraphs) {
       ++j;
     }
   };
-  step(kShort, 64, "prompts");
-  for (int k = 0; k < 3; ++k) step(kShort, 1, "whole-row graph step " + std::to_string(k));
-  for (int k = 0; k < 3; ++k) step(kShort + 1, 1024, "long prompt chunk " + std::to_string(k));
+  int64_t whole = 0, regular = 0;
+  step(kShort, 64, "prompts", {});
+  for (int k = 0; k < 3; ++k)
+    step(kShort, 1, "whole-row graph step " + std::to_string(k), {regular, 0, ++whole});
+  for (int k = 0; k < 3; ++k)
+    step(kShort + 1, 1024, "long prompt chunk " + std::to_string(k), {regular, 0, whole});
   ASSERT_EQ(seqs[kShort].done, kLong);
-  for (int k = 0; k < 3; ++k) step(kShort + 1, 1, "regular graph step " + std::to_string(k));
-  EXPECT_EQ(seqs[kShort].done, kLong + 3);
+  for (int k = 0; k < 3; ++k)
+    step(kShort + 1, 1, "regular graph step " + std::to_string(k), {++regular, 0, whole});
+  step(kShort + 2, 64, "late prompt beside the long row's decode", {regular, 0, whole});
+  step(kShort + 2, 1, "regular graph step 3", {++regular, 0, whole});
+  EXPECT_EQ(seqs[kShort].done, kLong + 5);
+  EXPECT_EQ(seqs[kShort + 1].done, kLate + 1);
 }
 
 TEST_F(BatchBackendTest, SampledIdsStayInTheTopK) {

@@ -282,7 +282,9 @@ TEST(PagedAttention, DecodeManyRowsLongOnesSplit) {
 // per pair, 3 of them empty), 256 (one slot: every row whole), 100 and 16
 // (rows longer than the bound are still right, as one split), and a 3000-key
 // row among them (bound 256: it runs whole). Few pairs (4 rows): max_keys
-// must not take the splits that fill the GPU away from short rows.
+// must not change the splits that fill the GPU. Results against the CPU under
+// every bound; which graph the backend picks is counted in
+// BatchBackendTest.ManyRowsWholeRowAndSplitGraphs.
 TEST(PagedAttention, DecodeMaxKeysSizesTheSplitGrid) {
   HAYATE_REQUIRE_GPU();
   std::vector<int> lens(300);
