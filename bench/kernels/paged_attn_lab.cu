@@ -440,6 +440,11 @@ int run(int argc, char** argv) {
     PagedDecodeTuning one;  // many pairs: no split at all
     one.big_splits = 1;
     tunes.push_back(one);
+    for (int st : {1, 2}) {  // many pairs, rows in one split: a warp per pair / persistent warps
+      PagedDecodeTuning stream;
+      stream.stream = st;
+      tunes.push_back(stream);
+    }
     for (int mp : {128, 64}) {  // many pairs: max load's 128..256-key rows in 2 or 3 parts
       PagedDecodeTuning cut;
       cut.big_min_part = mp;
@@ -510,7 +515,8 @@ int run(int argc, char** argv) {
       const std::string name =
           (t == 0 ? std::string("default ") : std::string()) +
           (tu.mma ? "mma" + std::string(tu.mma_blocks >= 4 ? "4 " : " ") +
-                        (tu.mma_helpers ? "helpers " : "")
+                        (tu.mma_helpers ? "helpers " : "") +
+                        (tu.stream == 1 ? "stream " : tu.stream == 2 ? "stream-persistent " : "")
                   : std::string("v2 ")) +
           "tb " + std::to_string(tu.target_blocks) + " mp " + std::to_string(tu.min_part) + " u " +
           std::to_string(tu.unroll) + (tu.prefetch ? " pf" : "") +

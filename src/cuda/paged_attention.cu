@@ -281,10 +281,16 @@ bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim) {
          (head_dim == 32 || head_dim == 64 || head_dim == 128);
 }
 
-template <typename T, int HD, int G, int U, bool PF>
-void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
-                   const int32_t* rows, int n_rows, int n_splits, PagedDecodeTuning tune,
-                   float* part_o, float* part_ml, T* out, cudaStream_t s) {
+namespace {
+
+// The launch's split grid: z split slots per (row, kv head) pair, rows cut
+// into parts of at least min_part keys (decode_split_plan on the device).
+struct SplitGrid {
+  bool many;  // many pairs (tune.many_pairs)
+  int z, min_part;
+};
+
+SplitGrid split_grid(int n_rows, const PagedShape& sh, int n_splits, const PagedDecodeTuning& tune) {
   const int pairs = std::max(1, n_rows * sh.n_kv_heads);
   const bool many = pairs >= tune.many_pairs;
   // Many pairs: no row is cut below big_min_part keys, so when the longest
@@ -297,8 +303,32 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
   const int big_want = int(ceil_div(max_keys, std::max(1, tune.big_min_part)));
   const int want =
       many ? std::min(tune.big_splits, big_want) : decode_splits_wanted(pairs, tune.target_blocks);
-  const int z = std::max(1, std::min(n_splits, want));
-  const int min_part = std::max(1, many ? tune.big_min_part : tune.min_part);
+  return {many, std::max(1, std::min(n_splits, want)),
+          std::max(1, many ? tune.big_min_part : tune.min_part)};
+}
+
+bool stream_applies(const SplitGrid& grid, const PagedShape& sh, const PagedDecodeTuning& tune) {
+  return sh.head_dim == 128 && tune.mma && tune.stream > 0 && grid.many && grid.z == 1 &&
+         sh.block_size % 16 == 0 && sh.n_heads / sh.n_kv_heads <= kPagedMaxGroup;
+}
+
+}  // namespace
+
+bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
+                              const PagedDecodeTuning& tune) {
+  return stream_applies(split_grid(n_rows, sh, n_splits, tune), sh, tune);
+}
+
+template <typename T, int HD, int G, int U, bool PF>
+void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
+                   const int32_t* rows, int n_rows, int n_splits, PagedDecodeTuning tune,
+                   float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  const SplitGrid grid = split_grid(n_rows, sh, n_splits, tune);
+  const int z = grid.z, min_part = grid.min_part;
+  const bool many = grid.many;
+  if (stream_applies(grid, sh, tune))
+    return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, tune.stream == 2,
+                                      out, s);
   if (HD == 128 && tune.mma)  // tensor cores (paged_decode_mma.cu); same splits and combine
     paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
                             tune.mma_blocks, many && tune.mma_helpers, part_o, part_ml, out, s);

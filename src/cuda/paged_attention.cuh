@@ -92,7 +92,17 @@ struct PagedDecodeTuning {
   // The longest context of any row of the launch (0: the block table's
   // reach): sizes the split slots of the grid (paged_attention_decode).
   int max_keys = 0;
+  // Many pairs with every row in one split (z = 1), head_dim 128, block_size
+  // % 16 == 0: the streaming kernel (paged_decode_mma.cu), a warp per (row,
+  // kv head) with the next step's loads in flight during this step's math.
+  // 0: off; 1: a warp per pair; 2: persistent warps (3 blocks per SM).
+  int stream = 0;
 };
+// Whether paged_attention_decode_tuned runs the streaming kernel for a launch
+// of n_rows rows (tune.stream set, many pairs, one split slot per pair,
+// head_dim 128, block_size % 16 == 0).
+bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
+                              const PagedDecodeTuning& tune);
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
 template <typename T>
 void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,

@@ -39,24 +39,16 @@ __device__ __forceinline__ uint32_t word(const uint4& u, int r) {
   return r == 0 ? u.x : r == 1 ? u.y : r == 2 ? u.z : u.w;
 }
 
-// Split sp (keys [k0, k1)) of row i = rows[i], kv head kh, by the block's 4
-// warps (16-key steps round-robin); lane = (g = lane / 4, t = lane % 4) as in
-// the mma fragments. Ends with the block's merge (a __syncthreads inside).
-template <typename T>
-__device__ __forceinline__ void mma_split(
-    const float* __restrict__ q, const T* __restrict__ k_pool, const T* __restrict__ v_pool,
-    const PagedShape& sh, const PagedMeta& meta, int i, int row, int kh, int sp, int2 plan, int len,
-    int n_splits, float* __restrict__ part_o, float* __restrict__ part_ml, T* __restrict__ out,
-    float (&s_acc)[kDecodeWarps][kRowsG][kHd], float (&s_ml)[kDecodeWarps][kRowsG][2]) {
-  const int k0 = sp * plan.y, k1 = min(len, k0 + plan.y);
-  const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * kHd, bs = sh.block_size;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
-  const float scale = rsqrtf(float(kHd)) * 1.4426950408889634f;  // log2(e): softmax via exp2
+// ---- one 16-key step of a warp, shared by the split and streaming kernels ----
+// Lane (g = lane / 4, t = lane % 4) as in the mma fragments.
 
-  // A fragment of Q for dim step 2j + h: {qa[j][2h], 0, qa[j][2h + 1], 0}
-  // (rows g + 8 are zero); qa[j][r] = head g's dims (4j + t) 8 + 2r, + 1.
-  uint32_t qa[4][4];
+// A fragment of Q for dim step 2j + h: {qa[j][2h], 0, qa[j][2h + 1], 0}
+// (rows g + 8 are zero); qa[j][r] = head g's dims (4j + t) 8 + 2r, + 1, times
+// the softmax scale in log2 units. Heads g >= Gr are zero.
+template <typename T>
+__device__ __forceinline__ void load_q(const float* __restrict__ q, const PagedShape& sh, int row,
+                                       int kh, int Gr, int g, int t, uint32_t (&qa)[4][4]) {
+  const float scale = rsqrtf(float(kHd)) * 1.4426950408889634f;  // log2(e): softmax via exp2
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     float4 lo = make_float4(0, 0, 0, 0), hi = lo;
@@ -71,11 +63,131 @@ __device__ __forceinline__ void mma_split(
     qa[j][2] = pack2<T>(hi.x * scale, hi.y * scale);
     qa[j][3] = pack2<T>(hi.z * scale, hi.w * scale);
   }
-  // o[4u + r]: O^T tile (dims 16g + 8u + 2r in c0/c1, + 1 in c2/c3; heads 2t, 2t + 1).
+}
+
+// K of keys [base, base + 16) (zeros from k1 on): lane (g, t) holds key
+// 8 nt + g, dims (4j + t) 8 .. + 7 in kr[nt][j]. off(key): the key's element
+// offset in the pool (its kv head's column included).
+template <typename T, typename Off>
+__device__ __forceinline__ void load_k(uint4 (&kr)[2][4], const T* __restrict__ k_pool, Off off,
+                                       int base, int k1, int g, int t) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int key = base + 8 * nt + g;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) kr[nt][j] = make_uint4(0, 0, 0, 0);
+    if (key < k1) {
+      const uint4* kp = reinterpret_cast<const uint4*>(k_pool + off(key));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) kr[nt][j] = kp[4 * j + t];
+    }
+  }
+}
+
+// V of keys base + 2t, 2t + 1, 2t + 8, 2t + 9 (vr[e]), dims 16g .. 16g + 15;
+// zeros from k1 on (P = 0 must not meet NaN).
+template <typename T, typename Off>
+__device__ __forceinline__ void load_v(uint4 (&vr)[4][2], const T* __restrict__ v_pool, Off off,
+                                       int base, int k1, int g, int t) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int key = base + 2 * t + (e & 1) + (e >> 1) * 8;
+    vr[e][0] = vr[e][1] = make_uint4(0, 0, 0, 0);
+    if (key < k1) {
+      const uint4* vp = reinterpret_cast<const uint4*>(v_pool + off(key)) + 2 * g;
+      vr[e][0] = vp[0];
+      vr[e][1] = vp[1];
+    }
+  }
+}
+
+// S [head g][keys 8nt + 2t, + 1] in s[nt][0..1] (s[nt][2..3]: zero rows).
+template <typename T>
+__device__ __forceinline__ void scores(const uint32_t (&qa)[4][4], const uint4 (&kr)[2][4],
+                                       float (&s)[2][4]) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        mma16816<T>(s[nt], qa[j][2 * h], 0u, qa[j][2 * h + 1], 0u, word(kr[nt][j], 2 * h),
+                    word(kr[nt][j], 2 * h + 1));
+  }
+}
+
+// Online softmax of the step's scores (keys from k1 on masked; key `base` <
+// k1) and O^T += V^T P^T. o[4u + r]: O^T tile (dims 16g + 8u + 2r in c0/c1,
+// + 1 in c2/c3; heads 2t, 2t + 1); m_run: head g's max (log2 units), l_run:
+// this lane's share of head g's sum.
+template <typename T>
+__device__ __forceinline__ void softmax_pv(float (&s)[2][4], int base, int k1, int t,
+                                           float& m_run, float& l_run, const uint4 (&vr)[4][2],
+                                           float (&o)[8][4]) {
+  float mx = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      if (base + 8 * nt + 2 * t + e >= k1) s[nt][e] = -INFINITY;
+      mx = fmaxf(mx, s[nt][e]);
+    }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  // mx is finite: key `base` (< k1) is key 0 of tile 0.
+  const float m_new = fmaxf(m_run, mx), corr = exp2f(m_run - m_new);
+  m_run = m_new;
+  float p[2][2];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) p[nt][e] = exp2f(s[nt][e] - m_new);
+  l_run = l_run * corr + (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]);
+  const uint32_t pb0 = pack2<T>(p[0][0], p[0][1]), pb1 = pack2<T>(p[1][0], p[1][1]);
+  // The O^T fragment holds heads 2t and 2t + 1, whose corr sits in lanes 8t, 8t + 4.
+  const float c0 = __shfl_sync(0xffffffffu, corr, 8 * t),
+              c1 = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      float(&c)[4] = o[4 * u + r];
+      c[0] *= c0;
+      c[1] *= c1;
+      c[2] *= c0;
+      c[3] *= c1;
+      const uint32_t x0 = word(vr[0][u], r), x1 = word(vr[1][u], r);
+      const uint32_t x2 = word(vr[2][u], r), x3 = word(vr[3][u], r);
+      // A rows: dim (g) = low halves, dim + 1 (g + 8) = high halves; cols: key pairs.
+      mma16816<T>(c, __byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632),
+                  __byte_perm(x2, x3, 0x5410), __byte_perm(x2, x3, 0x7632), pb0, pb1);
+    }
+}
+
+// ---- the split kernel: a block of 4 warps per (row, kv head, split) ----
+
+// Split sp (keys [k0, k1)) of row i = rows[i], kv head kh, by the block's 4
+// warps (16-key steps round-robin). Ends with the block's merge (a
+// __syncthreads inside).
+template <typename T>
+__device__ __forceinline__ void mma_split(
+    const float* __restrict__ q, const T* __restrict__ k_pool, const T* __restrict__ v_pool,
+    const PagedShape& sh, const PagedMeta& meta, int i, int row, int kh, int sp, int2 plan, int len,
+    int n_splits, float* __restrict__ part_o,
+    float* __restrict__ part_ml, T* __restrict__ out,
+    float (&s_acc)[kDecodeWarps][kRowsG][kHd], float (&s_ml)[kDecodeWarps][kRowsG][2]) {
+  const int k0 = sp * plan.y, k1 = min(len, k0 + plan.y);
+  const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * kHd, bs = sh.block_size;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
+
+  uint32_t qa[4][4];
+  load_q<T>(q, sh, row, kh, Gr, g, t, qa);
   float o[8][4];
 #pragma unroll
   for (int mt = 0; mt < 8; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
-  float m_run = -INFINITY, l_run = 0.0f;  // head g; l_run is this lane's share
+  float m_run = -INFINITY, l_run = 0.0f;
   const size_t col = size_t(kh) * kHd;
   // Steps start at multiples of 16 (split parts are), so with bs % 16 == 0 a
   // step's 16 keys share one KV block: one table read per step.
@@ -98,77 +210,11 @@ __device__ __forceinline__ void mma_split(
                        : (size_t(table[key / bs]) * bs + key % bs) * kv_dim + col;
     };
     uint4 kr[2][4], vr[4][2];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int key = base + 8 * nt + g;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) kr[nt][j] = make_uint4(0, 0, 0, 0);
-      if (key < k1) {
-        const uint4* kp = reinterpret_cast<const uint4*>(k_pool + off(key));
-#pragma unroll
-        for (int j = 0; j < 4; ++j) kr[nt][j] = kp[4 * j + t];
-      }
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {  // keys 2t, 2t + 1, 2t + 8, 2t + 9
-      const int key = base + 2 * t + (e & 1) + (e >> 1) * 8;
-      vr[e][0] = vr[e][1] = make_uint4(0, 0, 0, 0);  // zeros: P = 0 must not meet NaN
-      if (key < k1) {
-        const uint4* vp = reinterpret_cast<const uint4*>(v_pool + off(key)) + 2 * g;
-        vr[e][0] = vp[0];
-        vr[e][1] = vp[1];
-      }
-    }
-    // S [head g][keys 8nt + 2t, + 1] in s[nt][0..1] (s[nt][2..3]: zero rows).
+    load_k<T>(kr, k_pool, off, base, k1, g, t);
+    load_v<T>(vr, v_pool, off, base, k1, g, t);
     float s[2][4];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          mma16816<T>(s[nt], qa[j][2 * h], 0u, qa[j][2 * h + 1], 0u, word(kr[nt][j], 2 * h),
-                      word(kr[nt][j], 2 * h + 1));
-    }
-    float mx = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        if (base + 8 * nt + 2 * t + e >= k1) s[nt][e] = -INFINITY;
-        mx = fmaxf(mx, s[nt][e]);
-      }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    // mx is finite: key `base` (< k1) is key 0 of tile 0.
-    const float m_new = fmaxf(m_run, mx), corr = exp2f(m_run - m_new);
-    m_run = m_new;
-    float p[2][2];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) p[nt][e] = exp2f(s[nt][e] - m_new);
-    l_run = l_run * corr + (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]);
-    const uint32_t pb0 = pack2<T>(p[0][0], p[0][1]), pb1 = pack2<T>(p[1][0], p[1][1]);
-    // The O^T fragment holds heads 2t and 2t + 1, whose corr sits in lanes 8t, 8t + 4.
-    const float c0 = __shfl_sync(0xffffffffu, corr, 8 * t),
-                c1 = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
-#pragma unroll
-    for (int u = 0; u < 2; ++u)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        float(&c)[4] = o[4 * u + r];
-        c[0] *= c0;
-        c[1] *= c1;
-        c[2] *= c0;
-        c[3] *= c1;
-        const uint32_t x0 = word(vr[0][u], r), x1 = word(vr[1][u], r);
-        const uint32_t x2 = word(vr[2][u], r), x3 = word(vr[3][u], r);
-        // A rows: dim (g) = low halves, dim + 1 (g + 8) = high halves; cols: key pairs.
-        mma16816<T>(c, __byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632),
-                    __byte_perm(x2, x3, 0x5410), __byte_perm(x2, x3, 0x7632), pb0, pb1);
-      }
+    scores<T>(qa, kr, s);
+    softmax_pv<T>(s, base, k1, t, m_run, l_run, vr, o);
   }
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
@@ -265,6 +311,141 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
   }
 }
 
+// ---- the streaming kernel: a warp per (row, kv head), every row one split ----
+
+// For launches with many (row, kv head) pairs whose rows all fit one split
+// (max load: 8,192 pairs of 128..256 keys). The split kernel's block spends
+// each 4-warp pass of 3 steps per warp behind a 3-load prologue (row, length
+// and table, K/V) and ahead of a shared-memory merge; here a warp owns a
+// pair's whole row, so there is no merge, and it keeps the next 16-key step's
+// K/V loads in flight during the current step's math: K(s + 1) is issued once
+// S(s) is computed, V(s + 1) once P V(s) is. Persistent warps (stride: the
+// warps launched) carry that across pairs: the next pair's metadata is read
+// one dependent load per step (row; length and table; table entries) and its
+// first step is loaded during the current pair's last one. Requires
+// block_size % 16 == 0 (a step's keys share one KV block). Same math as the
+// split kernel (Q and P rounded to T, fp32 accumulation).
+template <typename T>
+__global__ void __launch_bounds__(kDecodeWarps * 32, 3)
+    paged_decode_stream_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
+                               const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+                               const int32_t* __restrict__ rows, int n_rows, T* __restrict__ out) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int kvh = sh.n_kv_heads, Gr = sh.n_heads / kvh, kv_dim = kvh * kHd, bs = sh.block_size;
+  const int pairs = n_rows * kvh, stride = int(gridDim.x) * kDecodeWarps;
+  int u = int(blockIdx.x) * kDecodeWarps + int(threadIdx.x) / 32;
+  if (u >= pairs) return;
+
+  // Pair (rows[u / kvh], kv head u % kvh); tab / nx: lane j holds the table
+  // entry of step 32 w + j / 32 (w + 1) + j, w = the window of the current step.
+  struct Pair {
+    int row, kh, len;
+    const int32_t* table;
+    int tab, nx;
+  };
+  auto entry_of = [&](const Pair& p, int first_step) {  // 0 past the row
+    const int key = (first_step + lane) * 16;
+    return key < p.len ? p.table[key / bs] : 0;
+  };
+  Pair cur;
+  cur.row = rows[u / kvh];
+  cur.kh = u % kvh;
+  cur.len = meta.tok_pos[cur.row] + 1;
+  cur.table = table_of(meta, meta.tok_seq[cur.row], sh.max_blocks);
+  cur.tab = entry_of(cur, 0);
+  cur.nx = entry_of(cur, 32);
+  // The next pair's metadata, one dependent load per call (stage 3: done or none).
+  Pair nxt{};
+  int nu = u + stride, stage = nu < pairs ? 0 : 3;
+  auto advance = [&] {
+    if (stage == 0) {
+      nxt.row = rows[nu / kvh];
+      nxt.kh = nu % kvh;
+    } else if (stage == 1) {
+      nxt.len = meta.tok_pos[nxt.row] + 1;
+      nxt.table = table_of(meta, meta.tok_seq[nxt.row], sh.max_blocks);
+    } else if (stage == 2) {
+      nxt.tab = entry_of(nxt, 0);
+      nxt.nx = entry_of(nxt, 32);
+    }
+    stage = min(stage + 1, 3);
+  };
+  // Element offset of step `step`'s first key (table entry e) in kv head kh's columns.
+  auto step_at = [&](int e, int step, int kh) {
+    return (size_t(e) * bs + (step * 16) % bs) * size_t(kv_dim) + size_t(kh) * kHd;
+  };
+
+  uint32_t qa[4][4];
+  load_q<T>(q, sh, cur.row, cur.kh, Gr, g, t, qa);
+  uint4 kr[2][4], vr[4][2];
+  {
+    const size_t at = step_at(__shfl_sync(0xffffffffu, cur.tab, 0), 0, cur.kh);
+    auto off = [&](int key) { return at + size_t(key) * kv_dim; };
+    load_k<T>(kr, k_pool, off, 0, cur.len, g, t);
+    load_v<T>(vr, v_pool, off, 0, cur.len, g, t);
+  }
+  float o[8][4];
+#pragma unroll
+  for (int mt = 0; mt < 8; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
+  float m_run = -INFINITY, l_run = 0.0f;
+  int step = 0, n_steps = (cur.len + 15) / 16;
+  for (;;) {
+    float s[2][4];
+    scores<T>(qa, kr, s);
+    // The next loads: step + 1 of this pair, else step 0 of the next pair (if any).
+    const bool last = step + 1 == n_steps;
+    if (last)
+      while (stage < 3) advance();
+    const bool more = !last || nu < pairs;
+    const int next = last ? 0 : step + 1;
+    if (!last && next % 32 == 0) {  // the next window of table entries
+      cur.tab = cur.nx;
+      cur.nx = entry_of(cur, next + 32);
+    }
+    const int n_len = last ? nxt.len : cur.len, n_kh = last ? nxt.kh : cur.kh;
+    const int e = __shfl_sync(0xffffffffu, last ? nxt.tab : cur.tab, next % 32);
+    const size_t at = step_at(e, next, n_kh);
+    auto off = [&](int key) { return at + size_t(key - next * 16) * kv_dim; };
+    if (more) load_k<T>(kr, k_pool, off, next * 16, n_len, g, t);
+    softmax_pv<T>(s, step * 16, cur.len, t, m_run, l_run, vr, o);
+    if (more) load_v<T>(vr, v_pool, off, next * 16, n_len, g, t);
+    if (!last) {
+      advance();
+      ++step;
+      continue;
+    }
+    // The pair is done: normalise and store heads 2t, 2t + 1 (those < Gr).
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+    const float l0 = __shfl_sync(0xffffffffu, l_run, 8 * t),
+                l1 = __shfl_sync(0xffffffffu, l_run, 8 * t + 4);
+    T* o_row = out + size_t(cur.row) * sh.n_heads * kHd + size_t(cur.kh) * Gr * kHd;
+#pragma unroll
+    for (int uu = 0; uu < 2; ++uu)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int dim = 16 * g + 8 * uu + 2 * r;
+        const float(&c)[4] = o[4 * uu + r];
+        if (2 * t < Gr)
+          *reinterpret_cast<uint32_t*>(o_row + 2 * t * kHd + dim) = pack2<T>(c[0] / l0, c[2] / l0);
+        if (2 * t + 1 < Gr)
+          *reinterpret_cast<uint32_t*>(o_row + (2 * t + 1) * kHd + dim) =
+              pack2<T>(c[1] / l1, c[3] / l1);
+      }
+    if (!more) break;
+    cur = nxt;
+    nu += stride;
+    stage = nu < pairs ? 0 : 3;
+    load_q<T>(q, sh, cur.row, cur.kh, Gr, g, t, qa);
+#pragma unroll
+    for (int mt = 0; mt < 8; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
+    m_run = -INFINITY;
+    l_run = 0.0f;
+    step = 0;
+    n_steps = (cur.len + 15) / 16;
+  }
+}
+
 template <typename T, int MINB>
 void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
                 const int32_t* rows, int n_rows, int n_splits, int z, int min_part, bool helpers,
@@ -282,6 +463,22 @@ void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
 }  // namespace
 
 template <typename T>
+void paged_decode_stream_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+                                PagedMeta meta, const int32_t* rows, int n_rows, bool persistent,
+                                T* out, cudaStream_t s) {
+  const int pairs = n_rows * sh.n_kv_heads;
+  int blocks = ceil_div(pairs, kDecodeWarps);
+  if (persistent) {  // 3 blocks per SM: the kernel's register cap
+    int device = 0, sms = 0;
+    HAYATE_CUDA_CHECK(cudaGetDevice(&device));
+    HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    blocks = std::min(blocks, 3 * sms);
+  }
+  launch({unsigned(std::max(1, blocks)), kDecodeWarps * 32, 0, s}, paged_decode_stream_kernel<T>, q,
+         k_pool, v_pool, sh, meta, rows, n_rows, out);
+}
+
+template <typename T>
 void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                              PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int z,
                              int min_part, int min_blocks, bool helpers, float* part_o,
@@ -294,6 +491,13 @@ void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, P
                      part_o, part_ml, out, s);
 }
 
+template void paged_decode_stream_launch<half>(const float*, const half*, const half*, PagedShape,
+                                               PagedMeta, const int32_t*, int, bool, half*,
+                                               cudaStream_t);
+template void paged_decode_stream_launch<__nv_bfloat16>(const float*, const __nv_bfloat16*,
+                                                        const __nv_bfloat16*, PagedShape,
+                                                        PagedMeta, const int32_t*, int, bool,
+                                                        __nv_bfloat16*, cudaStream_t);
 template void paged_decode_mma_launch<half>(const float*, const half*, const half*, PagedShape,
                                             PagedMeta, const int32_t*, int, int, int, int, int,
                                             bool, float*, float*, half*, cudaStream_t);

@@ -308,6 +308,49 @@ TEST(PagedAttention, DecodeMaxKeysSizesTheSplitGrid) {
   run_case<half>({32, 8, 128, 16, {500, 33, 1000, 7}, t, 0, 200});
 }
 
+// The streaming kernel (tune.stream: many pairs, every row one split): a
+// warp per (row, kv head) (1) or persistent warps walking several pairs each
+// (2: 3 blocks of 4 warps per SM, fewer than the pairs here), rows of 1 to
+// 2,048 keys (past the 32-step windows of table entries, partial last steps),
+// block sizes 16 and 32, groups 1, 3, 4 and 8, fp16 and bf16. Where it does
+// not apply (block size 7, few pairs, a bound that splits long rows) the
+// launch falls back to the split kernel and is still right.
+TEST(PagedAttention, DecodeStreamVsCpu) {
+  HAYATE_REQUIRE_GPU();
+  std::vector<int> lens(700);
+  std::mt19937 rng(31);
+  for (int& l : lens) l = 1 + int(rng() % 300);
+  for (int at : {0, 3, 350, 699}) lens[size_t(at)] = 513 + at;  // 33..77 steps
+  lens[10] = 2048;
+  lens[11] = 1024;
+  lens[12] = 16;
+  lens[13] = 17;
+  for (int st : {1, 2}) {
+    PagedDecodeTuning t;
+    t.stream = st;
+    t.max_keys = 2048;  // every row whole: one split slot
+    EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 16, 128}, 16, t));
+    run_case<half>({32, 8, 128, 16, lens, t, 0, 8});      // Llama-3-8B heads, padded table
+    run_case<__nv_bfloat16>({32, 8, 128, 32, lens, t});   // block 32: two steps per block
+    run_case<half>({4, 4, 128, 16, lens, t});             // group 1
+    run_case<__nv_bfloat16>({6, 2, 128, 16, lens, t});    // group 3
+    run_case<half>({16, 2, 128, 16, lens, t});            // group 8
+    run_case<half>({32, 8, 128, 16, {1, 2, 3, 300}, t});  // few pairs: the split kernel
+  }
+  PagedDecodeTuning t;
+  t.stream = 2;
+  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 7, 300}, 16, t));   // block size 7
+  EXPECT_FALSE(paged_decode_uses_stream(4, {32, 8, 128, 16, 128}, 16, t));    // few pairs
+  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, t));  // reach 8192: z 4
+  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 64, 16, 128}, 16, t));   // head_dim 64
+  t.max_keys = 2048;
+  EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, t));
+  t.stream = 0;
+  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, t));
+  t.stream = 2;
+  run_case<half>({32, 8, 128, 7, lens, t});  // block size 7: the split kernel
+}
+
 // One pass: every key row of the context loaded at entry, block per (row,
 // query head). Lengths: 1, block edges, the limit itself; out-of-order rows;
 // block-table entries past each context are -1 (never read).
