@@ -440,11 +440,12 @@ int run(int argc, char** argv) {
     PagedDecodeTuning one;  // many pairs: no split at all
     one.big_splits = 1;
     tunes.push_back(one);
-    for (int st : {1, 2}) {  // many pairs, rows in one split: a warp per pair / persistent warps
-      PagedDecodeTuning stream;
-      stream.stream = st;
-      tunes.push_back(stream);
-    }
+    PagedDecodeTuning split;  // many pairs, rows in one split: the split kernel, not the stream one
+    split.stream_pairs = 1 << 30;
+    tunes.push_back(split);
+    PagedDecodeTuning stream_all;  // the stream kernel from many_pairs (264) on
+    stream_all.stream_pairs = 0;
+    tunes.push_back(stream_all);
     for (int mp : {128, 64}) {  // many pairs: max load's 128..256-key rows in 2 or 3 parts
       PagedDecodeTuning cut;
       cut.big_min_part = mp;
@@ -516,7 +517,9 @@ int run(int argc, char** argv) {
           (t == 0 ? std::string("default ") : std::string()) +
           (tu.mma ? "mma" + std::string(tu.mma_blocks >= 4 ? "4 " : " ") +
                         (tu.mma_helpers ? "helpers " : "") +
-                        (tu.stream == 1 ? "stream " : tu.stream == 2 ? "stream-persistent " : "")
+                        (tu.stream_pairs >= (1 << 30) ? "no-stream "
+                         : tu.stream_pairs == 0       ? "stream-from-264 "
+                                                      : "")
                   : std::string("v2 ")) +
           "tb " + std::to_string(tu.target_blocks) + " mp " + std::to_string(tu.min_part) + " u " +
           std::to_string(tu.unroll) + (tu.prefetch ? " pf" : "") +

@@ -104,9 +104,6 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     sampler_ = sampler ? sampler : "auto";
     HAYATE_CHECK(sampler_ == "auto" || sampler_ == "batched" || sampler_ == "rows",
                  "HAYATE_BATCH_SAMPLER must be auto, batched or rows, got '", sampler_, "'");
-    // Experiment knob (session 7): the streaming decode kernel, 0/1/2 (PagedDecodeTuning::stream).
-    const char* stream = std::getenv("HAYATE_DECODE_STREAM");
-    decode_stream_ = stream ? std::atoi(stream) : PagedDecodeTuning{}.stream;
     const BatchGemmPath gemm_path = batch_gemm_path();
     const char* persistent = std::getenv("HAYATE_BATCH_PERSISTENT");
     HAYATE_CHECK(!persistent || std::string(persistent) == "0" || std::string(persistent) == "1",
@@ -298,13 +295,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       else if (n_dec > 0 && short_attn)  // ATT [rows, qd]: one pass, no split
         paged_attention_decode_short(q_, kp, vp, sh, meta, dec_rows, n_dec, attn_, s_);
       else if (n_dec > 0)  // ATT [rows, qd]: split over the KV length
-      {
-        PagedDecodeTuning tune;
-        tune.max_keys = attn_keys;
-        tune.stream = decode_stream_;
-        paged_attention_decode_tuned(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, tune,
-                                     part_o_, part_ml_, attn_, s_);
-      }
+        paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, attn_keys,
+                               part_o_, part_ml_, attn_, s_);
       if (n_tiles > 0)
         paged_attention_prefill(q_, kp, vp, sh, meta, reinterpret_cast<const int2*>(d_tiles_),
                                 n_tiles, attn_, s_);
@@ -633,7 +625,6 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int32_t* d_ng_rows_ = nullptr;  // [max_seqs] logits rows of the non-greedy picks
   char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
   std::string sampler_;       // HAYATE_BATCH_SAMPLER: auto, batched or rows
-  int decode_stream_ = 0;     // HAYATE_DECODE_STREAM (experiment): PagedDecodeTuning::stream
   bool persistent_ = false;   // bucket 1 on the persistent kernel (HAYATE_BATCH_PERSISTENT)
   PersistentDecode<T> persist_{};  // layers == nullptr: bucket 1 on the fused GEMVs
   PersistentLayer<T>* persist_layers_ = nullptr;

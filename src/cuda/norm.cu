@@ -1,5 +1,6 @@
-// RMSNorm for prefill rows: fp32 residual stream in, T out (the GEMM input).
-// Decode fuses the norm into the next GEMV's prologue instead (gemv.cuh).
+// RMSNorm: fp32 residual stream in, T out (the GEMM input); optionally of
+// gathered rows (the batched backend's LM-head rows). The single stream's
+// decode fuses the norm into the next GEMV's prologue instead (gemv.cuh).
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
@@ -10,15 +11,32 @@ namespace hayate::cuda {
 
 constexpr int kNormThreads = 256;
 
-template <typename T>
+// One block per output row j, reading x's row rows[j] (rows == nullptr: j);
+// V = 4: 16-byte loads of x, 8-byte loads of w and stores (dim % 4 == 0),
+// else scalar.
+template <int V, typename T>
 __global__ void __launch_bounds__(kNormThreads)
-rmsnorm_kernel(const float* __restrict__ x,  // [n, dim]
-               const T* __restrict__ w,      // [dim]
+rmsnorm_kernel(const float* __restrict__ x,        // [*, dim]
+               const int32_t* __restrict__ rows,   // [n] or nullptr
+               const T* __restrict__ w,            // [dim]
                int dim, float eps, T* __restrict__ out) {  // [n, dim]
   __shared__ float red[kNormThreads / 32];
-  const float* xr = x + size_t(blockIdx.x) * dim;
+  const float* xr = x + size_t(rows ? rows[blockIdx.x] : int(blockIdx.x)) * dim;
+  auto load_x = [&](int k, float (&f)[V]) {
+    if constexpr (V == 4) {
+      const float4 u = *reinterpret_cast<const float4*>(xr + k);
+      f[0] = u.x, f[1] = u.y, f[2] = u.z, f[3] = u.w;
+    } else {
+      f[0] = xr[k];
+    }
+  };
   float ss = 0.0f;
-  for (int k = threadIdx.x; k < dim; k += kNormThreads) ss += xr[k] * xr[k];
+  for (int k = threadIdx.x * V; k < dim; k += kNormThreads * V) {
+    float f[V];
+    load_x(k, f);
+#pragma unroll
+    for (int e = 0; e < V; ++e) ss += f[e] * f[e];
+  }
   ss = warp_sum(ss);
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
   __syncthreads();  // red complete
@@ -27,18 +45,50 @@ rmsnorm_kernel(const float* __restrict__ x,  // [n, dim]
   for (int i = 0; i < kNormThreads / 32; ++i) ss += red[i];
   const float rstd = rsqrtf(ss / float(dim) + eps);
   T* o = out + size_t(blockIdx.x) * dim;
-  for (int k = threadIdx.x; k < dim; k += kNormThreads) o[k] = from_f32<T>(xr[k] * rstd * to_f32(w[k]));
+  for (int k = threadIdx.x * V; k < dim; k += kNormThreads * V) {
+    float f[V];
+    load_x(k, f);
+    if constexpr (V == 4) {
+      float wf[4];
+      unpack4<T>(*reinterpret_cast<const uint2*>(w + k), wf);
+      alignas(8) T r[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) r[e] = from_f32<T>(f[e] * rstd * wf[e]);
+      *reinterpret_cast<uint2*>(o + k) = *reinterpret_cast<const uint2*>(r);
+    } else {
+      o[k] = from_f32<T>(f[0] * rstd * to_f32(w[k]));
+    }
+  }
 }
 
 // ---- launchers -------------------------------------------------------------------
 
 template <typename T>
-void rmsnorm(const float* x, const T* w, int n, int dim, float eps, T* out, cudaStream_t s) {
-  launch({unsigned(n), kNormThreads, 0, s}, rmsnorm_kernel<T>, x, w, dim, eps, out);
+void rmsnorm_rows(const float* x, const int32_t* rows, const T* w, int n, int dim, float eps,
+                  T* out, cudaStream_t s) {
+  if (dim % 4 == 0)  // rows 16-byte aligned
+    launch({unsigned(n), kNormThreads, 0, s}, rmsnorm_kernel<4, T>, x, rows, w, dim, eps, out);
+  else
+    launch({unsigned(n), kNormThreads, 0, s}, rmsnorm_kernel<1, T>, x, rows, w, dim, eps, out);
 }
 
-template void rmsnorm<half>(const float*, const half*, int, int, float, half*, cudaStream_t);
-template void rmsnorm<__nv_bfloat16>(const float*, const __nv_bfloat16*, int, int, float,
-                                     __nv_bfloat16*, cudaStream_t);
+template <typename T>
+void rmsnorm(const float* x, const T* w, int n, int dim, float eps, T* out, cudaStream_t s) {
+  rmsnorm_rows<T>(x, nullptr, w, n, dim, eps, out, s);
+}
+
+template <typename T>
+void rmsnorm_gather(const float* x, const int32_t* rows, const T* w, int n, int dim, float eps,
+                    T* out, cudaStream_t s) {
+  rmsnorm_rows<T>(x, rows, w, n, dim, eps, out, s);
+}
+
+#define HAYATE_NORM_INSTANTIATE(T)                                                              \
+  template void rmsnorm<T>(const float*, const T*, int, int, float, T*, cudaStream_t);          \
+  template void rmsnorm_gather<T>(const float*, const int32_t*, const T*, int, int, float, T*,  \
+                                  cudaStream_t);
+HAYATE_NORM_INSTANTIATE(half)
+HAYATE_NORM_INSTANTIATE(__nv_bfloat16)
+#undef HAYATE_NORM_INSTANTIATE
 
 }  // namespace hayate::cuda

@@ -151,6 +151,10 @@ bool decode_persistent_trial(const PersistentDecode<T>& args, cudaStream_t s, bo
 // out [n, dim] = rmsnorm(x [n, dim]) * w, fp32 math, rounded to T (GEMM input).
 template <typename T>
 void rmsnorm(const float* x, const T* w, int n, int dim, float eps, T* out, cudaStream_t s);
+// out [n, dim] = rmsnorm(x [rows[j], dim]) * w in T: the batched backend's LM-head rows.
+template <typename T>
+void rmsnorm_gather(const float* x, const int32_t* rows, const T* w, int n, int dim, float eps,
+                    T* out, cudaStream_t s);
 
 // ---- embed.cu ----------------------------------------------------------------
 // h [n, dim] = table [vocab, dim] rows tokens[0..n) (fp32).

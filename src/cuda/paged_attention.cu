@@ -226,29 +226,7 @@ __global__ void paged_decode_combine_kernel(PagedShape sh, PagedMeta meta,
   out[size_t(row) * sh.n_heads * HD + h * HD + dim] = from_f32<T>(O / L);
 }
 
-// ---- LM head input and greedy pick -------------------------------------------------
-
-constexpr int kNormThreads = 256;
-
-template <typename T>
-__global__ void __launch_bounds__(kNormThreads)
-    rmsnorm_gather_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
-                          const T* __restrict__ w, int dim, float eps, T* __restrict__ out) {
-  __shared__ float red[kNormThreads / 32];
-  const float* xr = x + size_t(rows[blockIdx.x]) * dim;
-  float ss = 0.0f;
-  for (int k = threadIdx.x; k < dim; k += kNormThreads) ss += xr[k] * xr[k];
-  ss = warp_sum(ss);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
-  __syncthreads();  // red complete
-  ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kNormThreads / 32; ++i) ss += red[i];
-  const float rstd = rsqrtf(ss / float(dim) + eps);
-  T* o = out + size_t(blockIdx.x) * dim;
-  for (int k = threadIdx.x; k < dim; k += kNormThreads)
-    o[k] = from_f32<T>(xr[k] * rstd * to_f32(w[k]));
-}
+// ---- greedy pick -------------------------------------------------------------------
 
 constexpr int kArgmaxThreads = 1024;
 
@@ -286,7 +264,8 @@ namespace {
 // The launch's split grid: z split slots per (row, kv head) pair, rows cut
 // into parts of at least min_part keys (decode_split_plan on the device).
 struct SplitGrid {
-  bool many;  // many pairs (tune.many_pairs)
+  int pairs;  // (row, kv head) pairs
+  bool many;  // pairs >= tune.many_pairs
   int z, min_part;
 };
 
@@ -303,13 +282,13 @@ SplitGrid split_grid(int n_rows, const PagedShape& sh, int n_splits, const Paged
   const int big_want = int(ceil_div(max_keys, std::max(1, tune.big_min_part)));
   const int want =
       many ? std::min(tune.big_splits, big_want) : decode_splits_wanted(pairs, tune.target_blocks);
-  return {many, std::max(1, std::min(n_splits, want)),
+  return {pairs, many, std::max(1, std::min(n_splits, want)),
           std::max(1, many ? tune.big_min_part : tune.min_part)};
 }
 
 bool stream_applies(const SplitGrid& grid, const PagedShape& sh, const PagedDecodeTuning& tune) {
-  return sh.head_dim == 128 && tune.mma && tune.stream > 0 && grid.many && grid.z == 1 &&
-         sh.block_size % 16 == 0 && sh.n_heads / sh.n_kv_heads <= kPagedMaxGroup;
+  return sh.head_dim == 128 && tune.mma && grid.pairs >= tune.stream_pairs && grid.many &&
+         grid.z == 1 && sh.block_size % 16 == 0 && sh.n_heads / sh.n_kv_heads <= kPagedMaxGroup;
 }
 
 }  // namespace
@@ -327,8 +306,7 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
   const int z = grid.z, min_part = grid.min_part;
   const bool many = grid.many;
   if (stream_applies(grid, sh, tune))
-    return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, tune.stream == 2,
-                                      out, s);
+    return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, out, s);
   if (HD == 128 && tune.mma)  // tensor cores (paged_decode_mma.cu); same splits and combine
     paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
                             tune.mma_blocks, many && tune.mma_helpers, part_o, part_ml, out, s);
@@ -425,12 +403,6 @@ int paged_decode_whole_row_keys(int n_rows, int n_kv_heads) {
   return std::max(1, n_rows * n_kv_heads) >= tune.many_pairs ? tune.big_min_part : 0;
 }
 
-template <typename T>
-void rmsnorm_gather(const float* x, const int32_t* rows, const T* w, int n, int dim, float eps,
-                    T* out, cudaStream_t s) {
-  launch({unsigned(n), kNormThreads, 0, s}, rmsnorm_gather_kernel<T>, x, rows, w, dim, eps, out);
-}
-
 void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t s) {
   launch({unsigned(rows), kArgmaxThreads, 0, s}, argmax_rows_kernel, logits, vocab, out);
 }
@@ -441,9 +413,7 @@ void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStr
                                           cudaStream_t);                                           \
   template void paged_attention_decode_tuned<T>(                                                   \
       const float*, const T*, const T*, PagedShape, PagedMeta, const int32_t*, int, int,           \
-      PagedDecodeTuning, float*, float*, T*, cudaStream_t);                                        \
-  template void rmsnorm_gather<T>(const float*, const int32_t*, const T*, int, int, float, T*,     \
-                                  cudaStream_t);
+      PagedDecodeTuning, float*, float*, T*, cudaStream_t);
 HAYATE_PAGED_INSTANTIATE(half)
 HAYATE_PAGED_INSTANTIATE(__nv_bfloat16)
 #undef HAYATE_PAGED_INSTANTIATE

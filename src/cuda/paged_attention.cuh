@@ -1,6 +1,7 @@
 // Kernels of the batched (paged) CUDA backend: paged decode attention
 // (flash-decoding, split over KV length; one pass at short context), paged
-// prefill attention over query tiles, and small helpers (gathered RMSNorm for the LM head rows, per-row greedy argmax).
+// prefill attention over query tiles, and the per-row greedy argmax (the gathered RMSNorm
+// of the LM head rows is rmsnorm_gather, ops.h).
 // Every pointer is device memory; every launch goes through launch() (launch.h).
 //
 // Pool layout per layer: k_pool / v_pool [num_blocks, block_size, kv_dim];
@@ -92,15 +93,17 @@ struct PagedDecodeTuning {
   // The longest context of any row of the launch (0: the block table's
   // reach): sizes the split slots of the grid (paged_attention_decode).
   int max_keys = 0;
-  // Many pairs with every row in one split (z = 1), head_dim 128, block_size
-  // % 16 == 0: the streaming kernel (paged_decode_mma.cu), a warp per (row,
-  // kv head) with the next step's loads in flight during this step's math.
-  // 0: off; 1: a warp per pair; 2: persistent warps (3 blocks per SM).
-  int stream = 0;
+  // Launches of at least stream_pairs (row, kv head) pairs with every row in
+  // one split (z = 1; head_dim 128, block_size % 16 == 0): the streaming
+  // kernel (paged_decode_mma.cu), a warp per pair with the next step's loads
+  // in flight during this step's math. Fewer pairs than about one warp per
+  // resident-warp slot (132 SMs x 12) leave the GPU short of loads on long
+  // rows (lab, 64 x 1536 keys: 150 vs 124 us), so it starts at 1024.
+  int stream_pairs = 1024;
 };
 // Whether paged_attention_decode_tuned runs the streaming kernel for a launch
-// of n_rows rows (tune.stream set, many pairs, one split slot per pair,
-// head_dim 128, block_size % 16 == 0).
+// of n_rows rows (>= tune.stream_pairs pairs, many pairs, one split slot per
+// pair, tune.mma, head_dim 128, block_size % 16 == 0).
 bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
                               const PagedDecodeTuning& tune);
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
@@ -135,11 +138,6 @@ void paged_attention_prefill(const float* q, const T* k_pool, const T* v_pool, P
                              cudaStream_t s);
 // Opts the prefill kernels into their dynamic shared memory (once, before capture).
 void paged_attention_init();
-
-// out [n, dim] = rmsnorm(x [rows[j], dim]) * w in T: the LM head's input rows.
-template <typename T>
-void rmsnorm_gather(const float* x, const int32_t* rows, const T* w, int n, int dim, float eps,
-                    T* out, cudaStream_t s);
 
 // out[r] = argmax of logits [rows, vocab] row r (lowest id on ties).
 void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t s);

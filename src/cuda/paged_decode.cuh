@@ -75,12 +75,11 @@ __device__ __forceinline__ void decode_merge_store(
 // that split and runs their splits 1..z-1 (for launches with many pairs).
 // Streaming tensor-core decode (paged_decode_mma.cu): head_dim 128, group
 // <= 8, block_size % 16 == 0, every row in one split (writes out directly,
-// no scratch); a warp per (row, kv head): n_rows x n_kv_heads warps, or
-// (persistent) at most 3 blocks of 4 warps per SM walking the pairs.
+// no scratch); a warp per (row, kv head).
 template <typename T>
 void paged_decode_stream_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                                PagedMeta meta, const int32_t* rows, int n_rows, bool persistent,
-                                T* out, cudaStream_t s);
+                                PagedMeta meta, const int32_t* rows, int n_rows, T* out,
+                                cudaStream_t s);
 
 template <typename T>
 void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,

@@ -314,15 +314,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 // ---- the streaming kernel: a warp per (row, kv head), every row one split ----
 
 // For launches with many (row, kv head) pairs whose rows all fit one split
-// (max load: 8,192 pairs of 128..256 keys). The split kernel's block spends
-// each 4-warp pass of 3 steps per warp behind a 3-load prologue (row, length
-// and table, K/V) and ahead of a shared-memory merge; here a warp owns a
+// (max load: 8,192 pairs of 128..256 keys). The split kernel's block runs 3
+// steps per warp there, behind a prologue of dependent loads (row, length and
+// table, then K/V) and ahead of a shared-memory merge. Here a warp owns a
 // pair's whole row, so there is no merge, and it keeps the next 16-key step's
 // K/V loads in flight during the current step's math: K(s + 1) is issued once
-// S(s) is computed, V(s + 1) once P V(s) is. Persistent warps (stride: the
-// warps launched) carry that across pairs: the next pair's metadata is read
-// one dependent load per step (row; length and table; table entries) and its
-// first step is loaded during the current pair's last one. Requires
+// S(s) is computed, V(s + 1) once P V(s) is. Lab (1,024 rows x 192 keys):
+// 218 vs 241 us, 82 % of the read probe (NOTES, "session 7"). Requires
 // block_size % 16 == 0 (a step's keys share one KV block). Same math as the
 // split kernel (Q and P rounded to T, fp32 accumulation).
 template <typename T>
@@ -332,118 +330,70 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
                                const int32_t* __restrict__ rows, int n_rows, T* __restrict__ out) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int kvh = sh.n_kv_heads, Gr = sh.n_heads / kvh, kv_dim = kvh * kHd, bs = sh.block_size;
-  const int pairs = n_rows * kvh, stride = int(gridDim.x) * kDecodeWarps;
-  int u = int(blockIdx.x) * kDecodeWarps + int(threadIdx.x) / 32;
-  if (u >= pairs) return;
-
-  // Pair (rows[u / kvh], kv head u % kvh); tab / nx: lane j holds the table
-  // entry of step 32 w + j / 32 (w + 1) + j, w = the window of the current step.
-  struct Pair {
-    int row, kh, len;
-    const int32_t* table;
-    int tab, nx;
-  };
-  auto entry_of = [&](const Pair& p, int first_step) {  // 0 past the row
+  const int pair = int(blockIdx.x) * kDecodeWarps + int(threadIdx.x) / 32;
+  if (pair >= n_rows * kvh) return;
+  const int row = rows[pair / kvh], kh = pair % kvh, len = meta.tok_pos[row] + 1;
+  const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
+  // Lane j holds the table entry of step 32 w + j (tab) and 32 (w + 1) + j
+  // (nx), w = the current step's window of 32 steps; 0 past the row.
+  auto entries = [&](int first_step) {
     const int key = (first_step + lane) * 16;
-    return key < p.len ? p.table[key / bs] : 0;
+    return key < len ? table[key / bs] : 0;
   };
-  Pair cur;
-  cur.row = rows[u / kvh];
-  cur.kh = u % kvh;
-  cur.len = meta.tok_pos[cur.row] + 1;
-  cur.table = table_of(meta, meta.tok_seq[cur.row], sh.max_blocks);
-  cur.tab = entry_of(cur, 0);
-  cur.nx = entry_of(cur, 32);
-  // The next pair's metadata, one dependent load per call (stage 3: done or none).
-  Pair nxt{};
-  int nu = u + stride, stage = nu < pairs ? 0 : 3;
-  auto advance = [&] {
-    if (stage == 0) {
-      nxt.row = rows[nu / kvh];
-      nxt.kh = nu % kvh;
-    } else if (stage == 1) {
-      nxt.len = meta.tok_pos[nxt.row] + 1;
-      nxt.table = table_of(meta, meta.tok_seq[nxt.row], sh.max_blocks);
-    } else if (stage == 2) {
-      nxt.tab = entry_of(nxt, 0);
-      nxt.nx = entry_of(nxt, 32);
-    }
-    stage = min(stage + 1, 3);
-  };
-  // Element offset of step `step`'s first key (table entry e) in kv head kh's columns.
-  auto step_at = [&](int e, int step, int kh) {
-    return (size_t(e) * bs + (step * 16) % bs) * size_t(kv_dim) + size_t(kh) * kHd;
+  int tab = entries(0), nx = entries(32);
+  // Element offset of step s's key `key` (tab holds s's window).
+  auto at = [&](int s) {
+    const int e = __shfl_sync(0xffffffffu, tab, s % 32);
+    return (size_t(e) * bs + (s * 16) % bs) * size_t(kv_dim) + size_t(kh) * kHd;
   };
 
   uint32_t qa[4][4];
-  load_q<T>(q, sh, cur.row, cur.kh, Gr, g, t, qa);
+  load_q<T>(q, sh, row, kh, Gr, g, t, qa);
   uint4 kr[2][4], vr[4][2];
   {
-    const size_t at = step_at(__shfl_sync(0xffffffffu, cur.tab, 0), 0, cur.kh);
-    auto off = [&](int key) { return at + size_t(key) * kv_dim; };
-    load_k<T>(kr, k_pool, off, 0, cur.len, g, t);
-    load_v<T>(vr, v_pool, off, 0, cur.len, g, t);
+    const size_t a0 = at(0);
+    auto off = [&](int key) { return a0 + size_t(key) * kv_dim; };
+    load_k<T>(kr, k_pool, off, 0, len, g, t);
+    load_v<T>(vr, v_pool, off, 0, len, g, t);
   }
   float o[8][4];
 #pragma unroll
   for (int mt = 0; mt < 8; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
   float m_run = -INFINITY, l_run = 0.0f;
-  int step = 0, n_steps = (cur.len + 15) / 16;
-  for (;;) {
+  const int n_steps = (len + 15) / 16;
+  for (int step = 0; step < n_steps; ++step) {
     float s[2][4];
     scores<T>(qa, kr, s);
-    // The next loads: step + 1 of this pair, else step 0 of the next pair (if any).
-    const bool last = step + 1 == n_steps;
-    if (last)
-      while (stage < 3) advance();
-    const bool more = !last || nu < pairs;
-    const int next = last ? 0 : step + 1;
-    if (!last && next % 32 == 0) {  // the next window of table entries
-      cur.tab = cur.nx;
-      cur.nx = entry_of(cur, next + 32);
+    const int next = step + 1, base = next * 16;
+    const bool more = next < n_steps;
+    if (more && next % 32 == 0) {  // the next window of table entries
+      tab = nx;
+      nx = entries(next + 32);
     }
-    const int n_len = last ? nxt.len : cur.len, n_kh = last ? nxt.kh : cur.kh;
-    const int e = __shfl_sync(0xffffffffu, last ? nxt.tab : cur.tab, next % 32);
-    const size_t at = step_at(e, next, n_kh);
-    auto off = [&](int key) { return at + size_t(key - next * 16) * kv_dim; };
-    if (more) load_k<T>(kr, k_pool, off, next * 16, n_len, g, t);
-    softmax_pv<T>(s, step * 16, cur.len, t, m_run, l_run, vr, o);
-    if (more) load_v<T>(vr, v_pool, off, next * 16, n_len, g, t);
-    if (!last) {
-      advance();
-      ++step;
-      continue;
-    }
-    // The pair is done: normalise and store heads 2t, 2t + 1 (those < Gr).
-    l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
-    l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
-    const float l0 = __shfl_sync(0xffffffffu, l_run, 8 * t),
-                l1 = __shfl_sync(0xffffffffu, l_run, 8 * t + 4);
-    T* o_row = out + size_t(cur.row) * sh.n_heads * kHd + size_t(cur.kh) * Gr * kHd;
-#pragma unroll
-    for (int uu = 0; uu < 2; ++uu)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int dim = 16 * g + 8 * uu + 2 * r;
-        const float(&c)[4] = o[4 * uu + r];
-        if (2 * t < Gr)
-          *reinterpret_cast<uint32_t*>(o_row + 2 * t * kHd + dim) = pack2<T>(c[0] / l0, c[2] / l0);
-        if (2 * t + 1 < Gr)
-          *reinterpret_cast<uint32_t*>(o_row + (2 * t + 1) * kHd + dim) =
-              pack2<T>(c[1] / l1, c[3] / l1);
-      }
-    if (!more) break;
-    cur = nxt;
-    nu += stride;
-    stage = nu < pairs ? 0 : 3;
-    load_q<T>(q, sh, cur.row, cur.kh, Gr, g, t, qa);
-#pragma unroll
-    for (int mt = 0; mt < 8; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
-    m_run = -INFINITY;
-    l_run = 0.0f;
-    step = 0;
-    n_steps = (cur.len + 15) / 16;
+    const size_t a = more ? at(next) : 0;
+    auto off = [&](int key) { return a + size_t(key - base) * kv_dim; };
+    if (more) load_k<T>(kr, k_pool, off, base, len, g, t);
+    softmax_pv<T>(s, step * 16, len, t, m_run, l_run, vr, o);
+    if (more) load_v<T>(vr, v_pool, off, base, len, g, t);
   }
+  // Normalise and store heads 2t, 2t + 1 (those < Gr).
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+  const float l0 = __shfl_sync(0xffffffffu, l_run, 8 * t),
+              l1 = __shfl_sync(0xffffffffu, l_run, 8 * t + 4);
+  T* o_row = out + size_t(row) * sh.n_heads * kHd + size_t(kh) * Gr * kHd;
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int dim = 16 * g + 8 * u + 2 * r;
+      const float(&c)[4] = o[4 * u + r];
+      if (2 * t < Gr)
+        *reinterpret_cast<uint32_t*>(o_row + 2 * t * kHd + dim) = pack2<T>(c[0] / l0, c[2] / l0);
+      if (2 * t + 1 < Gr)
+        *reinterpret_cast<uint32_t*>(o_row + (2 * t + 1) * kHd + dim) =
+            pack2<T>(c[1] / l1, c[3] / l1);
+    }
 }
 
 template <typename T, int MINB>
@@ -464,18 +414,10 @@ void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
 
 template <typename T>
 void paged_decode_stream_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                                PagedMeta meta, const int32_t* rows, int n_rows, bool persistent,
-                                T* out, cudaStream_t s) {
-  const int pairs = n_rows * sh.n_kv_heads;
-  int blocks = ceil_div(pairs, kDecodeWarps);
-  if (persistent) {  // 3 blocks per SM: the kernel's register cap
-    int device = 0, sms = 0;
-    HAYATE_CUDA_CHECK(cudaGetDevice(&device));
-    HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    blocks = std::min(blocks, 3 * sms);
-  }
-  launch({unsigned(std::max(1, blocks)), kDecodeWarps * 32, 0, s}, paged_decode_stream_kernel<T>, q,
-         k_pool, v_pool, sh, meta, rows, n_rows, out);
+                                PagedMeta meta, const int32_t* rows, int n_rows, T* out,
+                                cudaStream_t s) {
+  launch({ceil_div(size_t(n_rows) * sh.n_kv_heads, kDecodeWarps), kDecodeWarps * 32, 0, s},
+         paged_decode_stream_kernel<T>, q, k_pool, v_pool, sh, meta, rows, n_rows, out);
 }
 
 template <typename T>
@@ -492,11 +434,10 @@ void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, P
 }
 
 template void paged_decode_stream_launch<half>(const float*, const half*, const half*, PagedShape,
-                                               PagedMeta, const int32_t*, int, bool, half*,
-                                               cudaStream_t);
+                                               PagedMeta, const int32_t*, int, half*, cudaStream_t);
 template void paged_decode_stream_launch<__nv_bfloat16>(const float*, const __nv_bfloat16*,
                                                         const __nv_bfloat16*, PagedShape,
-                                                        PagedMeta, const int32_t*, int, bool,
+                                                        PagedMeta, const int32_t*, int,
                                                         __nv_bfloat16*, cudaStream_t);
 template void paged_decode_mma_launch<half>(const float*, const half*, const half*, PagedShape,
                                             PagedMeta, const int32_t*, int, int, int, int, int,

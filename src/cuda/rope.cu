@@ -3,6 +3,8 @@
 // (fp32, for attention) and the cache rows of k and v, either at rows
 // *pos0 + i of a contiguous cache (single stream) or at each token's (block,
 // row) of the paged pools (batched backend).
+#include <type_traits>
+
 #include "core/check.h"
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
@@ -35,17 +37,47 @@ struct PagedCache {  // batched: each token's own position, row in its block tab
   }
 };
 
+// V consecutive elements as floats, and back: one 16-byte (float) or 8-byte
+// (16-bit) access when V == 4 (the caller keeps them 4-aligned).
+template <int V, typename E>
+__device__ __forceinline__ void load_run(const E* p, float (&f)[V]) {
+  if constexpr (V == 4 && std::is_same_v<E, float>) {
+    const float4 u = *reinterpret_cast<const float4*>(p);
+    f[0] = u.x, f[1] = u.y, f[2] = u.z, f[3] = u.w;
+  } else if constexpr (V == 4) {
+    unpack4<E>(*reinterpret_cast<const uint2*>(p), f);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = to_f32(p[k]);
+  }
+}
+template <int V, typename E>
+__device__ __forceinline__ void store_run(E* p, const float (&f)[V]) {
+  if constexpr (V == 4 && std::is_same_v<E, float>) {
+    *reinterpret_cast<float4*>(p) = make_float4(f[0], f[1], f[2], f[3]);
+  } else if constexpr (V == 4) {
+    alignas(8) E e[4] = {from_f32<E>(f[0]), from_f32<E>(f[1]), from_f32<E>(f[2]),
+                         from_f32<E>(f[3])};
+    *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(e);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) p[k] = from_f32<E>(f[k]);
+  }
+}
+
 // One block per token. The position's cos/sin pairs are computed once per
 // block (head_dim / 2 precise sincosf: angles reach max_context radians,
 // where the fast intrinsics lose all accuracy) and every head's pairs (i, i +
-// d/2) turn with them; thread j handles pair j % (d/2) of head j / (d/2).
-template <typename In, typename T, typename Cache>
+// d/2) turn with them; thread j handles pairs i .. i + V - 1 of head
+// j / (d / 2V), i = V (j % (d / 2V)): V = 4 (vector loads and stores) when d
+// / 2 is a multiple of 4, else 1.
+template <int V, typename In, typename T, typename Cache>
 __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d]
                                QkvShape sh, const float* __restrict__ inv_freq,  // [d/2]
                                Cache cache, float* __restrict__ q,               // [n, H d]
                                T* __restrict__ k_cache, T* __restrict__ v_cache) {
   __shared__ float cs[2][kMaxHalfDim];  // cos, sin of pair i at this token's position
-  const int half_dim = sh.head_dim / 2, d = sh.head_dim;
+  const int half_dim = sh.head_dim / 2, d = sh.head_dim, runs = half_dim / V;
   const int token = blockIdx.x, p = cache.pos(token);
   const int heads = sh.n_heads + 2 * sh.n_kv_heads;
   for (int i = threadIdx.x; i < half_dim; i += blockDim.x)
@@ -53,20 +85,24 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
   __syncthreads();  // every head below reads the table its first threads wrote
   const size_t slot = cache.row(token, p);
   const In* row = qkv + size_t(token) * heads * d;
-  for (int j = threadIdx.x; j < heads * half_dim; j += blockDim.x) {
-    const int head = j / half_dim, i = j % half_dim;
-    float a = to_f32(row[head * d + i]), b = to_f32(row[head * d + i + half_dim]);
-    if (head < sh.n_heads + sh.n_kv_heads) rope_turn(a, b, cs[0][i], cs[1][i]);
+  for (int j = threadIdx.x; j < heads * runs; j += blockDim.x) {
+    const int head = j / runs, i = (j % runs) * V;
+    float a[V], b[V];
+    load_run<V>(row + head * d + i, a);
+    load_run<V>(row + head * d + i + half_dim, b);
+    if (head < sh.n_heads + sh.n_kv_heads)
+#pragma unroll
+      for (int k = 0; k < V; ++k) rope_turn(a[k], b[k], cs[0][i + k], cs[1][i + k]);
     if (head < sh.n_heads) {
       float* qo = q + size_t(token) * sh.n_heads * d + head * d;
-      qo[i] = a;
-      qo[i + half_dim] = b;
+      store_run<V>(qo + i, a);
+      store_run<V>(qo + i + half_dim, b);
     } else {
       const bool is_k = head < sh.n_heads + sh.n_kv_heads;
       T* dst = (is_k ? k_cache : v_cache) + slot +
                (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
-      dst[i] = from_f32<T>(a);
-      dst[i + half_dim] = from_f32<T>(b);
+      store_run<V>(dst + i, a);
+      store_run<V>(dst + i + half_dim, b);
     }
   }
 }
@@ -78,7 +114,12 @@ void launch_rope_kv(const In* qkv, QkvShape sh, int n, const float* inv_freq, Ca
                "rope_kv: head_dim must be even and at most ", 2 * kMaxHalfDim, ", got ",
                sh.head_dim);
   if (n <= 0) return;
-  launch({unsigned(n), 256, 0, s}, rope_kv_kernel<In, T, Cache>, qkv, sh, inv_freq, cache, q, k, v);
+  if (sh.head_dim % 8 == 0)  // rows and heads 4-aligned: vector accesses
+    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<4, In, T, Cache>, qkv, sh, inv_freq, cache, q,
+           k, v);
+  else
+    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<1, In, T, Cache>, qkv, sh, inv_freq, cache, q,
+           k, v);
 }
 
 }  // namespace

@@ -108,15 +108,28 @@ TYPED_TEST(KernelTest, PrefillRmsnormRopeKvSiluEmbed) {
   SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
   const float rt = std::is_same_v<T, half> ? 1e-3f : 8e-3f;  // outputs rounded to T
   const int n = 5, D = 192, H = 4, Hkv = 2, d = 32, ctx = 32, pos0 = 9, inter = 96, vocab = 50;
-  // rmsnorm
-  auto x = random_vec(size_t(n) * D, this->rng_, -3.0f, 3.0f), w = random_vec(D, this->rng_, 0.5f, 1.5f);
-  round_to<T>(w);
-  Dev<float> dx(x);
-  Dev<T> dw = dev_t<T>(w), dout(size_t(n) * D);
-  rmsnorm<T>(dx.get(), dw.get(), n, D, 1e-5f, dout.get(), nullptr);
-  std::vector<float> ref(size_t(n) * D);
-  cpu::rmsnorm(x.data(), w.data(), ref.data(), n, D, 1e-5f);
-  expect_close(download_f(dout), ref, 1e-5f, rt, "rmsnorm");
+  // rmsnorm: 4-wide (dim % 4 == 0; one and several chunks per thread) and scalar (odd dim)
+  for (int dim : {D, 4100, 1001}) {
+    SCOPED_TRACE(::testing::Message() << "rmsnorm dim " << dim);
+    auto x = random_vec(size_t(n) * dim, this->rng_, -3.0f, 3.0f),
+         w = random_vec(dim, this->rng_, 0.5f, 1.5f);
+    round_to<T>(w);
+    Dev<float> dx(x);
+    Dev<T> dw = dev_t<T>(w), dout(size_t(n) * dim);
+    rmsnorm<T>(dx.get(), dw.get(), n, dim, 1e-5f, dout.get(), nullptr);
+    std::vector<float> ref(size_t(n) * dim);
+    cpu::rmsnorm(x.data(), w.data(), ref.data(), n, dim, 1e-5f);
+    expect_close(download_f(dout), ref, 1e-5f, rt, "rmsnorm");
+    const std::vector<int32_t> rows = {3, 0, 3};  // gathered rows (the LM head's), repeats allowed
+    Dev<int32_t> drows(rows);
+    Dev<T> dg(rows.size() * size_t(dim));
+    rmsnorm_gather<T>(dx.get(), drows.get(), dw.get(), int(rows.size()), dim, 1e-5f, dg.get(),
+                      nullptr);
+    std::vector<float> gref;
+    for (int r : rows)
+      gref.insert(gref.end(), ref.begin() + size_t(r) * dim, ref.begin() + size_t(r + 1) * dim);
+    expect_close(download_f(dg), gref, 1e-5f, rt, "rmsnorm_gather");
+  }
   // rope + kv append
   const int q_dim = H * d, kv_dim = Hkv * d, width = q_dim + 2 * kv_dim;
   auto qkv = random_vec(size_t(n) * width, this->rng_, -2.0f, 2.0f);

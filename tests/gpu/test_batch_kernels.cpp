@@ -36,7 +36,8 @@ TYPED_TEST(BatchKernelTest, PagedRopeKvFromTAndF32) {
   SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
   for (auto [H, Hkv, d, f32_in] :
        {std::tuple{4, 2, 32, false}, std::tuple{8, 2, 128, false}, std::tuple{6, 6, 64, false},
-        std::tuple{8, 2, 128, true}, std::tuple{4, 2, 32, true}}) {
+        std::tuple{8, 2, 128, true}, std::tuple{4, 2, 32, true},
+        std::tuple{2, 1, 12, false}}) {  // head_dim 12: the scalar (V = 1) path
     SCOPED_TRACE(::testing::Message() << "H " << H << " Hkv " << Hkv << " d " << d << " input "
                                       << (f32_in ? "fp32" : "T"));
     const int bs = 4, max_blocks = 16, num_blocks = 3 * max_blocks;

@@ -308,13 +308,12 @@ TEST(PagedAttention, DecodeMaxKeysSizesTheSplitGrid) {
   run_case<half>({32, 8, 128, 16, {500, 33, 1000, 7}, t, 0, 200});
 }
 
-// The streaming kernel (tune.stream: many pairs, every row one split): a
-// warp per (row, kv head) (1) or persistent warps walking several pairs each
-// (2: 3 blocks of 4 warps per SM, fewer than the pairs here), rows of 1 to
-// 2,048 keys (past the 32-step windows of table entries, partial last steps),
-// block sizes 16 and 32, groups 1, 3, 4 and 8, fp16 and bf16. Where it does
-// not apply (block size 7, few pairs, a bound that splits long rows) the
-// launch falls back to the split kernel and is still right.
+// The streaming kernel (launches of >= stream_pairs pairs, every row one
+// split): a warp per (row, kv head); rows of 1 to 2,048 keys (past the
+// 32-step windows of table entries, partial last steps), block sizes 16 and
+// 32, groups 1, 3, 4 and 8, fp16 and bf16, rows listed out of order. Where it
+// does not apply (block size 7, few pairs, a bound that splits long rows, the
+// knob off) the launch runs the split kernel, checked by the same twin.
 TEST(PagedAttention, DecodeStreamVsCpu) {
   HAYATE_REQUIRE_GPU();
   std::vector<int> lens(700);
@@ -325,30 +324,31 @@ TEST(PagedAttention, DecodeStreamVsCpu) {
   lens[11] = 1024;
   lens[12] = 16;
   lens[13] = 17;
-  for (int st : {1, 2}) {
-    PagedDecodeTuning t;
-    t.stream = st;
-    t.max_keys = 2048;  // every row whole: one split slot
-    EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 16, 128}, 16, t));
-    run_case<half>({32, 8, 128, 16, lens, t, 0, 8});      // Llama-3-8B heads, padded table
-    run_case<__nv_bfloat16>({32, 8, 128, 32, lens, t});   // block 32: two steps per block
-    run_case<half>({4, 4, 128, 16, lens, t});             // group 1
-    run_case<__nv_bfloat16>({6, 2, 128, 16, lens, t});    // group 3
-    run_case<half>({16, 2, 128, 16, lens, t});            // group 8
-    run_case<half>({32, 8, 128, 16, {1, 2, 3, 300}, t});  // few pairs: the split kernel
-  }
   PagedDecodeTuning t;
-  t.stream = 2;
-  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 7, 300}, 16, t));   // block size 7
-  EXPECT_FALSE(paged_decode_uses_stream(4, {32, 8, 128, 16, 128}, 16, t));    // few pairs
-  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, t));  // reach 8192: z 4
-  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 64, 16, 128}, 16, t));   // head_dim 64
-  t.max_keys = 2048;
-  EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, t));
-  t.stream = 0;
-  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, t));
-  t.stream = 2;
-  run_case<half>({32, 8, 128, 7, lens, t});  // block size 7: the split kernel
+  t.max_keys = 2048;  // every row whole: one split slot
+  EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 16, 128}, 16, t));
+  EXPECT_TRUE(paged_decode_uses_stream(700, {6, 2, 128, 16, 128}, 16, t));   // 1,400 pairs
+  EXPECT_FALSE(paged_decode_uses_stream(500, {6, 2, 128, 16, 128}, 16, t));  // 1,000 pairs
+  run_case<half>({32, 8, 128, 16, lens, t, 0, 8});      // Llama-3-8B heads, padded table
+  run_case<__nv_bfloat16>({32, 8, 128, 32, lens, t});   // block 32: two steps per block
+  run_case<half>({4, 4, 128, 16, lens, t});             // group 1
+  run_case<__nv_bfloat16>({6, 2, 128, 16, lens, t});    // group 3
+  run_case<half>({16, 2, 128, 16, lens, t});            // group 8
+  PagedDecodeTuning t0 = t;
+  t0.stream_pairs = 0;  // from many_pairs on: 300 pairs
+  EXPECT_TRUE(paged_decode_uses_stream(150, {16, 2, 128, 16, 128}, 16, t0));
+  run_case<half>({16, 2, 128, 16, std::vector<int>(lens.begin(), lens.begin() + 150), t0});
+  run_case<half>({32, 8, 128, 16, {1, 2, 3, 300}, t0});  // few pairs: the split kernel
+
+  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 7, 300}, 16, t));    // block size 7
+  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 64, 16, 128}, 16, t));    // head_dim 64
+  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, {}));  // reach 8192: z 4
+  EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, t));    // bound 2048: z 1
+  PagedDecodeTuning off = t;
+  off.stream_pairs = 1 << 30;
+  EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, off));
+  run_case<half>({32, 8, 128, 16, lens, off});  // the split kernel on the same rows
+  run_case<half>({32, 8, 128, 7, lens, t});     // block size 7: the split kernel
 }
 
 // One pass: every key row of the context loaded at entry, block per (row,
