@@ -306,7 +306,8 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
   const int z = grid.z, min_part = grid.min_part;
   const bool many = grid.many;
   if (stream_applies(grid, sh, tune))
-    return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, out, s);
+    return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows,
+                                      tune.stream_blocks, tune.stream_nc, out, s);
   if (HD == 128 && tune.mma)  // tensor cores (paged_decode_mma.cu); same splits and combine
     paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
                             tune.mma_blocks, many && tune.mma_helpers, part_o, part_ml, out, s);

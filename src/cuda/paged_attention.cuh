@@ -100,6 +100,8 @@ struct PagedDecodeTuning {
   // resident-warp slot (132 SMs x 12) leave the GPU short of loads on long
   // rows (lab, 64 x 1536 keys: 150 vs 124 us), so it starts at 1024.
   int stream_pairs = 1024;
+  int stream_blocks = 3;    // its register cap: 3 (168) or 4 (128) blocks of 4 warps per SM
+  bool stream_nc = false;   // its K/V loads without L1 allocation (ld.global.nc.L1::no_allocate)
 };
 // Whether paged_attention_decode_tuned runs the streaming kernel for a launch
 // of n_rows rows (>= tune.stream_pairs pairs, many pairs, one split slot per
