@@ -442,16 +442,9 @@ int run(int argc, char** argv) {
     tunes.push_back(one);
     PagedDecodeTuning split;  // many pairs, rows in one split: the split kernel, not the stream one
     split.stream_pairs = 1 << 30;
+    split.stream_short_keys = 0;
     tunes.push_back(split);
-    for (int sb : {3, 4})  // the stream kernel's register cap and load path
-      for (bool nc : {false, true}) {
-        if (sb == 3 && !nc) continue;  // the default
-        PagedDecodeTuning v;
-        v.stream_blocks = sb;
-        v.stream_nc = nc;
-        tunes.push_back(v);
-      }
-    PagedDecodeTuning stream_all;  // the stream kernel from many_pairs (264) on
+    PagedDecodeTuning stream_all;  // the stream kernel from many_pairs (264) on, any length
     stream_all.stream_pairs = 0;
     tunes.push_back(stream_all);
     for (int mp : {128, 64}) {  // many pairs: max load's 128..256-key rows in 2 or 3 parts
@@ -525,9 +518,7 @@ int run(int argc, char** argv) {
           (t == 0 ? std::string("default ") : std::string()) +
           (tu.mma ? "mma" + std::string(tu.mma_blocks >= 4 ? "4 " : " ") +
                         (tu.mma_helpers ? "helpers " : "") +
-                        (tu.stream_blocks != 3 ? "stream4 " : "") +
-                        (tu.stream_nc ? "stream-nc " : "") +
-                        (tu.stream_pairs >= (1 << 30) ? "no-stream "
+                        (tu.stream_pairs >= (1 << 30) && tu.stream_short_keys == 0 ? "no-stream "
                          : tu.stream_pairs == 0       ? "stream-from-264 "
                                                       : "")
                   : std::string("v2 ")) +

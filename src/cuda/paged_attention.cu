@@ -264,8 +264,9 @@ namespace {
 // The launch's split grid: z split slots per (row, kv head) pair, rows cut
 // into parts of at least min_part keys (decode_split_plan on the device).
 struct SplitGrid {
-  int pairs;  // (row, kv head) pairs
-  bool many;  // pairs >= tune.many_pairs
+  int pairs;     // (row, kv head) pairs
+  bool many;     // pairs >= tune.many_pairs
+  int max_keys;  // no row of the launch is longer
   int z, min_part;
 };
 
@@ -282,13 +283,14 @@ SplitGrid split_grid(int n_rows, const PagedShape& sh, int n_splits, const Paged
   const int big_want = int(ceil_div(max_keys, std::max(1, tune.big_min_part)));
   const int want =
       many ? std::min(tune.big_splits, big_want) : decode_splits_wanted(pairs, tune.target_blocks);
-  return {pairs, many, std::max(1, std::min(n_splits, want)),
+  return {pairs, many, max_keys, std::max(1, std::min(n_splits, want)),
           std::max(1, many ? tune.big_min_part : tune.min_part)};
 }
 
 bool stream_applies(const SplitGrid& grid, const PagedShape& sh, const PagedDecodeTuning& tune) {
-  return sh.head_dim == 128 && tune.mma && grid.pairs >= tune.stream_pairs && grid.many &&
-         grid.z == 1 && sh.block_size % 16 == 0 && sh.n_heads / sh.n_kv_heads <= kPagedMaxGroup;
+  return sh.head_dim == 128 && tune.mma && grid.many && grid.z == 1 &&
+         (grid.pairs >= tune.stream_pairs || grid.max_keys <= tune.stream_short_keys) &&
+         sh.block_size % 16 == 0 && sh.n_heads / sh.n_kv_heads <= kPagedMaxGroup;
 }
 
 }  // namespace
@@ -306,8 +308,7 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
   const int z = grid.z, min_part = grid.min_part;
   const bool many = grid.many;
   if (stream_applies(grid, sh, tune))
-    return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows,
-                                      tune.stream_blocks, tune.stream_nc, out, s);
+    return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, out, s);
   if (HD == 128 && tune.mma)  // tensor cores (paged_decode_mma.cu); same splits and combine
     paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
                             tune.mma_blocks, many && tune.mma_helpers, part_o, part_ml, out, s);

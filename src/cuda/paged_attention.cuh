@@ -93,19 +93,19 @@ struct PagedDecodeTuning {
   // The longest context of any row of the launch (0: the block table's
   // reach): sizes the split slots of the grid (paged_attention_decode).
   int max_keys = 0;
-  // Launches of at least stream_pairs (row, kv head) pairs with every row in
-  // one split (z = 1; head_dim 128, block_size % 16 == 0): the streaming
-  // kernel (paged_decode_mma.cu), a warp per pair with the next step's loads
-  // in flight during this step's math. Fewer pairs than about one warp per
-  // resident-warp slot (132 SMs x 12) leave the GPU short of loads on long
-  // rows (lab, 64 x 1536 keys: 150 vs 124 us), so it starts at 1024.
+  // Many pairs with every row in one split (z = 1; head_dim 128, block_size
+  // % 16 == 0), and either at least stream_pairs pairs or no row longer than
+  // stream_short_keys (the launch's bound, max_keys or the table's reach):
+  // the streaming kernel (paged_decode_mma.cu), a warp per pair with the next
+  // step's loads in flight during this step's math. With fewer pairs than
+  // about the resident-warp slots (132 SMs x 12) it leaves the GPU short of
+  // loads on long rows (lab, 64 x 1536 keys: 138 vs 120 us) but still wins
+  // on short ones (64 x 200: 27 vs 31 us).
   int stream_pairs = 1024;
-  int stream_blocks = 3;    // its register cap: 3 (168) or 4 (128) blocks of 4 warps per SM
-  bool stream_nc = false;   // its K/V loads without L1 allocation (ld.global.nc.L1::no_allocate)
+  int stream_short_keys = 512;
 };
 // Whether paged_attention_decode_tuned runs the streaming kernel for a launch
-// of n_rows rows (>= tune.stream_pairs pairs, many pairs, one split slot per
-// pair, tune.mma, head_dim 128, block_size % 16 == 0).
+// of n_rows rows (PagedDecodeTuning::stream_pairs and stream_short_keys).
 bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
                               const PagedDecodeTuning& tune);
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.

@@ -75,12 +75,11 @@ __device__ __forceinline__ void decode_merge_store(
 // that split and runs their splits 1..z-1 (for launches with many pairs).
 // Streaming tensor-core decode (paged_decode_mma.cu): head_dim 128, group
 // <= 8, block_size % 16 == 0, every row in one split (writes out directly,
-// no scratch); a warp per (row, kv head). min_blocks (3 or 4): blocks per
-// SM its registers are capped for; nc: K/V loads without L1 allocation.
+// no scratch); a warp per (row, kv head).
 template <typename T>
 void paged_decode_stream_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                                PagedMeta meta, const int32_t* rows, int n_rows, int min_blocks,
-                                bool nc, T* out, cudaStream_t s);
+                                PagedMeta meta, const int32_t* rows, int n_rows, T* out,
+                                cudaStream_t s);
 
 template <typename T>
 void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,

@@ -68,8 +68,7 @@ __device__ __forceinline__ void load_q(const float* __restrict__ q, const PagedS
 // K of keys [base, base + 16) (zeros from k1 on): lane (g, t) holds key
 // 8 nt + g, dims (4j + t) 8 .. + 7 in kr[nt][j]. off(key): the key's element
 // offset in the pool (its kv head's column included).
-// NC: through the non-coherent path without L1 allocation (load_stream).
-template <typename T, bool NC = false, typename Off>
+template <typename T, typename Off>
 __device__ __forceinline__ void load_k(uint4 (&kr)[2][4], const T* __restrict__ k_pool, Off off,
                                        int base, int k1, int g, int t) {
 #pragma unroll
@@ -80,14 +79,14 @@ __device__ __forceinline__ void load_k(uint4 (&kr)[2][4], const T* __restrict__ 
     if (key < k1) {
       const uint4* kp = reinterpret_cast<const uint4*>(k_pool + off(key));
 #pragma unroll
-      for (int j = 0; j < 4; ++j) kr[nt][j] = NC ? load_stream(kp + 4 * j + t) : kp[4 * j + t];
+      for (int j = 0; j < 4; ++j) kr[nt][j] = kp[4 * j + t];
     }
   }
 }
 
 // V of keys base + 2t, 2t + 1, 2t + 8, 2t + 9 (vr[e]), dims 16g .. 16g + 15;
 // zeros from k1 on (P = 0 must not meet NaN).
-template <typename T, bool NC = false, typename Off>
+template <typename T, typename Off>
 __device__ __forceinline__ void load_v(uint4 (&vr)[4][2], const T* __restrict__ v_pool, Off off,
                                        int base, int k1, int g, int t) {
 #pragma unroll
@@ -96,8 +95,8 @@ __device__ __forceinline__ void load_v(uint4 (&vr)[4][2], const T* __restrict__ 
     vr[e][0] = vr[e][1] = make_uint4(0, 0, 0, 0);
     if (key < k1) {
       const uint4* vp = reinterpret_cast<const uint4*>(v_pool + off(key)) + 2 * g;
-      vr[e][0] = NC ? load_stream(vp) : vp[0];
-      vr[e][1] = NC ? load_stream(vp + 1) : vp[1];
+      vr[e][0] = vp[0];
+      vr[e][1] = vp[1];
     }
   }
 }
@@ -324,10 +323,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 // 218 vs 241 us, 82 % of the read probe (NOTES, "session 7"). Requires
 // block_size % 16 == 0 (a step's keys share one KV block). Same math as the
 // split kernel (Q and P rounded to T, fp32 accumulation).
-// MINB: blocks per SM the registers are capped for (3: 168, 4: 128); NC:
-// K/V loads through load_stream. The lab compares them.
-template <typename T, int MINB, bool NC>
-__global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
+template <typename T>
+__global__ void __launch_bounds__(kDecodeWarps * 32, 3)
     paged_decode_stream_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
                                const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                                const int32_t* __restrict__ rows, int n_rows, T* __restrict__ out) {
@@ -356,8 +353,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
   {
     const size_t a0 = at(0);
     auto off = [&](int key) { return a0 + size_t(key) * kv_dim; };
-    load_k<T, NC>(kr, k_pool, off, 0, len, g, t);
-    load_v<T, NC>(vr, v_pool, off, 0, len, g, t);
+    load_k<T>(kr, k_pool, off, 0, len, g, t);
+    load_v<T>(vr, v_pool, off, 0, len, g, t);
   }
   float o[8][4];
 #pragma unroll
@@ -375,9 +372,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
     }
     const size_t a = more ? at(next) : 0;
     auto off = [&](int key) { return a + size_t(key - base) * kv_dim; };
-    if (more) load_k<T, NC>(kr, k_pool, off, base, len, g, t);
+    if (more) load_k<T>(kr, k_pool, off, base, len, g, t);
     softmax_pv<T>(s, step * 16, len, t, m_run, l_run, vr, o);
-    if (more) load_v<T, NC>(vr, v_pool, off, base, len, g, t);
+    if (more) load_v<T>(vr, v_pool, off, base, len, g, t);
   }
   // Normalise and store heads 2t, 2t + 1 (those < Gr).
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
@@ -417,15 +414,10 @@ void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
 
 template <typename T>
 void paged_decode_stream_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                                PagedMeta meta, const int32_t* rows, int n_rows, int min_blocks,
-                                bool nc, T* out, cudaStream_t s) {
-  const LaunchConfig cfg{ceil_div(size_t(n_rows) * sh.n_kv_heads, kDecodeWarps),
-                         kDecodeWarps * 32, 0, s};
-  auto go = [&](auto kernel) { launch(cfg, kernel, q, k_pool, v_pool, sh, meta, rows, n_rows, out); };
-  if (min_blocks >= 4)
-    nc ? go(paged_decode_stream_kernel<T, 4, true>) : go(paged_decode_stream_kernel<T, 4, false>);
-  else
-    nc ? go(paged_decode_stream_kernel<T, 3, true>) : go(paged_decode_stream_kernel<T, 3, false>);
+                                PagedMeta meta, const int32_t* rows, int n_rows, T* out,
+                                cudaStream_t s) {
+  launch({ceil_div(size_t(n_rows) * sh.n_kv_heads, kDecodeWarps), kDecodeWarps * 32, 0, s},
+         paged_decode_stream_kernel<T>, q, k_pool, v_pool, sh, meta, rows, n_rows, out);
 }
 
 template <typename T>
@@ -442,11 +434,10 @@ void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, P
 }
 
 template void paged_decode_stream_launch<half>(const float*, const half*, const half*, PagedShape,
-                                               PagedMeta, const int32_t*, int, int, bool, half*,
-                                               cudaStream_t);
+                                               PagedMeta, const int32_t*, int, half*, cudaStream_t);
 template void paged_decode_stream_launch<__nv_bfloat16>(const float*, const __nv_bfloat16*,
                                                         const __nv_bfloat16*, PagedShape,
-                                                        PagedMeta, const int32_t*, int, int, bool,
+                                                        PagedMeta, const int32_t*, int,
                                                         __nv_bfloat16*, cudaStream_t);
 template void paged_decode_mma_launch<half>(const float*, const half*, const half*, PagedShape,
                                             PagedMeta, const int32_t*, int, int, int, int, int,

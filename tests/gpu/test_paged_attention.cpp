@@ -308,8 +308,9 @@ TEST(PagedAttention, DecodeMaxKeysSizesTheSplitGrid) {
   run_case<half>({32, 8, 128, 16, {500, 33, 1000, 7}, t, 0, 200});
 }
 
-// The streaming kernel (launches of >= stream_pairs pairs, every row one
-// split): a warp per (row, kv head); rows of 1 to 2,048 keys (past the
+// The streaming kernel (many pairs, every row one split, and >= stream_pairs
+// pairs or rows of at most stream_short_keys): a warp per (row, kv head);
+// rows of 1 to 2,048 keys (past the
 // 32-step windows of table entries, partial last steps), block sizes 16 and
 // 32, groups 1, 3, 4 and 8, fp16 and bf16, rows listed out of order. Where it
 // does not apply (block size 7, few pairs, a bound that splits long rows, the
@@ -329,6 +330,14 @@ TEST(PagedAttention, DecodeStreamVsCpu) {
   EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 16, 128}, 16, t));
   EXPECT_TRUE(paged_decode_uses_stream(700, {6, 2, 128, 16, 128}, 16, t));   // 1,400 pairs
   EXPECT_FALSE(paged_decode_uses_stream(500, {6, 2, 128, 16, 128}, 16, t));  // 1,000 pairs
+  // Fewer pairs (but many): rows of at most stream_short_keys (512) keys.
+  EXPECT_TRUE(paged_decode_uses_stream(40, {32, 8, 128, 16, 32}, 16, {}));   // reach 512
+  EXPECT_FALSE(paged_decode_uses_stream(40, {32, 8, 128, 16, 33}, 16, {}));  // reach 528
+  PagedDecodeTuning b512;
+  b512.max_keys = 512;  // the launch's bound, under a reach of 2,048
+  EXPECT_TRUE(paged_decode_uses_stream(40, {32, 8, 128, 16, 128}, 16, b512));
+  run_case<half>({32, 8, 128, 16, std::vector<int>(lens.begin() + 14, lens.begin() + 54), b512});
+  EXPECT_FALSE(paged_decode_uses_stream(20, {32, 8, 128, 16, 32}, 16, {}));  // 160 pairs: few
   run_case<half>({32, 8, 128, 16, lens, t, 0, 8});      // Llama-3-8B heads, padded table
   run_case<__nv_bfloat16>({32, 8, 128, 32, lens, t});   // block 32: two steps per block
   run_case<half>({4, 4, 128, 16, lens, t});             // group 1
@@ -346,6 +355,7 @@ TEST(PagedAttention, DecodeStreamVsCpu) {
   EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, t));    // bound 2048: z 1
   PagedDecodeTuning off = t;
   off.stream_pairs = 1 << 30;
+  off.stream_short_keys = 0;
   EXPECT_FALSE(paged_decode_uses_stream(700, {32, 8, 128, 16, 512}, 16, off));
   run_case<half>({32, 8, 128, 16, lens, off});  // the split kernel on the same rows
   run_case<half>({32, 8, 128, 7, lens, t});     // block size 7: the split kernel
