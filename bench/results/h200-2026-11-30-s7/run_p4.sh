@@ -4,9 +4,9 @@
 # with the stream off (bc4c910's kernels) x2; llmib-128-b64 interleaved with call 2's binary
 # (stream only from 1,024 pairs) x2; llmib-1024-b64; max-load-128 at --max-context 8192.
 set -uo pipefail
-root=$(pwd); B=out/p4/bin; A=out/p1/bin; C=out/p2/bin; R=$OUT/r; mkdir -p $R/logs $R/json
+root=$(pwd); B=out/p4/bin; A=out/p1h/bin; C=out/p2h/bin; R=$OUT/r; mkdir -p $R/logs $R/json
 T0=$SECONDS; left() { echo $((580 - (SECONDS - T0))); }
-for d in p4 p1 p2; do (cd out/$d && tar xJf bins.tar.xz) || exit 1; done
+for d in p4 p1h p2h; do (cd out/$d && tar xJf bins.tar.xz) || exit 1; done
 mkdir -p /work && ln -sfn "$root" /work/main
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$root/$B/lib:${LD_LIBRARY_PATH:-}
 pack() { (cd $OUT && tar czf results.tgz r); }
