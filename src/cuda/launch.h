@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -99,5 +100,12 @@ void launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&&... args) 
 }
 
 inline unsigned ceil_div(size_t a, size_t b) { return unsigned((a + b - 1) / b); }
+
+// Whether every pointer is a multiple of `bytes` (vector-access kernels check
+// before taking their wide path).
+template <typename... P>
+bool aligned_to(size_t bytes, const P*... p) {
+  return ((reinterpret_cast<uintptr_t>(p) % bytes == 0) && ...);
+}
 
 }  // namespace hayate::cuda

@@ -66,7 +66,7 @@ rmsnorm_kernel(const float* __restrict__ x,        // [*, dim]
 template <typename T>
 void rmsnorm_rows(const float* x, const int32_t* rows, const T* w, int n, int dim, float eps,
                   T* out, cudaStream_t s) {
-  if (dim % 4 == 0)  // rows 16-byte aligned
+  if (dim % 4 == 0 && aligned_to(16, x) && aligned_to(4 * sizeof(T), w, out))  // vector accesses
     launch({unsigned(n), kNormThreads, 0, s}, rmsnorm_kernel<4, T>, x, rows, w, dim, eps, out);
   else
     launch({unsigned(n), kNormThreads, 0, s}, rmsnorm_kernel<1, T>, x, rows, w, dim, eps, out);

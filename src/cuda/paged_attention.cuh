@@ -97,10 +97,12 @@ struct PagedDecodeTuning {
   // % 16 == 0), and either at least stream_pairs pairs or no row longer than
   // stream_short_keys (the launch's bound, max_keys or the table's reach):
   // the streaming kernel (paged_decode_mma.cu), a warp per pair with the next
-  // step's loads in flight during this step's math. With fewer pairs than
-  // about the resident-warp slots (132 SMs x 12) it leaves the GPU short of
-  // loads on long rows (lab, 64 x 1536 keys: 138 vs 120 us) but still wins
-  // on short ones (64 x 200: 27 vs 31 us).
+  // step's loads in flight during this step's math. With few pairs it
+  // leaves the GPU short of loads on long rows (lab, 512 pairs of 1,536
+  // keys: 138 vs 120 us) but still wins on short ones (512 pairs of 200
+  // keys: 27 vs 31 us); from 2,048 pairs it wins (256 x 200, 1024 x 192,
+  // 512 x 256). 1,024 lies between the measured points: launches of
+  // 1,024..2,047 pairs with long rows are unmeasured.
   int stream_pairs = 1024;
   int stream_short_keys = 512;
 };

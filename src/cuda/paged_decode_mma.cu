@@ -1,6 +1,9 @@
 // Paged decode attention on tensor cores (head_dim 128, group <= 8): the
 // default split decode kernel of the batched backend at head_dim 128
-// (bench/kernels/NOTES.md, "Paged decode attention, run 2").
+// (bench/kernels/NOTES.md, "Paged decode attention, run 2"), and the
+// streaming kernel (a warp per (row, kv head), further down; NOTES "Max
+// load, session 7") that replaces it where every row of a launch is one split
+// and the launch has many pairs. Both run the same 16-key step below.
 //
 // Why: v2 (paged_attention.cu) spends ~600 instructions per warp per 4 KB of
 // K/V (fp32 converts, 2 x 128 FMAs, 16-lane shuffle dot products, per-key
@@ -313,10 +316,12 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 
 // ---- the streaming kernel: a warp per (row, kv head), every row one split ----
 
-// For launches with many (row, kv head) pairs whose rows all fit one split
-// (max load: 8,192 pairs of 128..256 keys). The split kernel's block runs 3
-// steps per warp there, behind a prologue of dependent loads (row, length and
-// table, then K/V) and ahead of a shared-memory merge. Here a warp owns a
+// For launches with many (row, kv head) pairs whose grid has one split slot,
+// so every row is whole whatever its length (PagedDecodeTuning::stream_pairs
+// and stream_short_keys say which). At max load (8,192 pairs of 128..256
+// keys) the split kernel's block runs 3 steps per warp, behind a prologue of
+// dependent loads (row, length and table, then K/V) and ahead of a
+// shared-memory merge. Here a warp owns a
 // pair's whole row, so there is no merge, and it keeps the next 16-key step's
 // K/V loads in flight during the current step's math: K(s + 1) is issued once
 // S(s) is computed, V(s + 1) once P V(s) is. Lab (1,024 rows x 192 keys):

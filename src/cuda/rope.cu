@@ -114,7 +114,10 @@ void launch_rope_kv(const In* qkv, QkvShape sh, int n, const float* inv_freq, Ca
                "rope_kv: head_dim must be even and at most ", 2 * kMaxHalfDim, ", got ",
                sh.head_dim);
   if (n <= 0) return;
-  if (sh.head_dim % 8 == 0)  // rows and heads 4-aligned: vector accesses
+  // Vector accesses: every row and head offset is a multiple of 4 elements;
+  // the pointers must be too (fp32: 16 bytes, 16-bit: 8).
+  if (sh.head_dim % 8 == 0 && aligned_to(4 * sizeof(In), qkv) && aligned_to(16, q) &&
+      aligned_to(4 * sizeof(T), k, v))
     launch({unsigned(n), 256, 0, s}, rope_kv_kernel<4, In, T, Cache>, qkv, sh, inv_freq, cache, q,
            k, v);
   else

@@ -312,9 +312,11 @@ TEST(PagedAttention, DecodeMaxKeysSizesTheSplitGrid) {
 // pairs or rows of at most stream_short_keys): a warp per (row, kv head);
 // rows of 1 to 2,048 keys (past the
 // 32-step windows of table entries, partial last steps), block sizes 16 and
-// 32, groups 1, 3, 4 and 8, fp16 and bf16, rows listed out of order. Where it
-// does not apply (block size 7, few pairs, a bound that splits long rows, the
-// knob off) the launch runs the split kernel, checked by the same twin.
+// 32, groups 1, 3, 4 and 8, fp16 and bf16, rows listed out of order, a pair
+// count that is not a multiple of the block's 4 warps. Where it does not apply
+// (block size 7, few pairs, the knob off) the launch runs the split kernel,
+// checked by the same twin; a bound that splits long rows is asserted here
+// and run in DecodeMaxKeysSizesTheSplitGrid.
 TEST(PagedAttention, DecodeStreamVsCpu) {
   HAYATE_REQUIRE_GPU();
   std::vector<int> lens(700);
@@ -338,6 +340,10 @@ TEST(PagedAttention, DecodeStreamVsCpu) {
   EXPECT_TRUE(paged_decode_uses_stream(40, {32, 8, 128, 16, 128}, 16, b512));
   run_case<half>({32, 8, 128, 16, std::vector<int>(lens.begin() + 14, lens.begin() + 54), b512});
   EXPECT_FALSE(paged_decode_uses_stream(20, {32, 8, 128, 16, 32}, 16, {}));  // 160 pairs: few
+  EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 32, 64}, 16, t));   // block 32 below
+  // 301 pairs (one kv head, group 8): the last block's warps 1..3 have no pair.
+  EXPECT_TRUE(paged_decode_uses_stream(301, {8, 1, 128, 16, 19}, 16, {}));
+  run_case<__nv_bfloat16>({8, 1, 128, 16, std::vector<int>(lens.begin() + 14, lens.begin() + 315), {}});
   run_case<half>({32, 8, 128, 16, lens, t, 0, 8});      // Llama-3-8B heads, padded table
   run_case<__nv_bfloat16>({32, 8, 128, 32, lens, t});   // block 32: two steps per block
   run_case<half>({4, 4, 128, 16, lens, t});             // group 1
