@@ -83,7 +83,7 @@ __global__ void silu_mul_t_kernel(const T* __restrict__ gu, int n, int inter, T*
 template <typename T>
 void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s) {
   if (n <= 0) return;
-  if (inter % 4 == 0 && reinterpret_cast<uintptr_t>(gu) % 16 == 0) {
+  if (inter % 4 == 0 && aligned_to(16, gu)) {
     const unsigned cols = ceil_div(size_t(inter / 4), 256);
     launch({dim3(cols, unsigned(std::min(n, 65535))), 256, 0, s}, silu_mul4_kernel<T>, gu, n, inter,
            out);
@@ -101,8 +101,7 @@ template <typename T>
 void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s) {
   if (n <= 0) return;
   const unsigned rows = unsigned(std::min(n, 65535));
-  if (inter % 8 == 0 && reinterpret_cast<uintptr_t>(gu) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+  if (inter % 8 == 0 && aligned_to(16, gu, out)) {
     launch({dim3(ceil_div(size_t(inter / 8), 256), rows), 256, 0, s}, silu_mul8_t_kernel<T>, gu, n,
            inter, out);
     return;

@@ -22,18 +22,10 @@ rmsnorm_kernel(const float* __restrict__ x,        // [*, dim]
                int dim, float eps, T* __restrict__ out) {  // [n, dim]
   __shared__ float red[kNormThreads / 32];
   const float* xr = x + size_t(rows ? rows[blockIdx.x] : int(blockIdx.x)) * dim;
-  auto load_x = [&](int k, float (&f)[V]) {
-    if constexpr (V == 4) {
-      const float4 u = *reinterpret_cast<const float4*>(xr + k);
-      f[0] = u.x, f[1] = u.y, f[2] = u.z, f[3] = u.w;
-    } else {
-      f[0] = xr[k];
-    }
-  };
   float ss = 0.0f;
   for (int k = threadIdx.x * V; k < dim; k += kNormThreads * V) {
     float f[V];
-    load_x(k, f);
+    load_run<V>(xr + k, f);
 #pragma unroll
     for (int e = 0; e < V; ++e) ss += f[e] * f[e];
   }
@@ -46,18 +38,12 @@ rmsnorm_kernel(const float* __restrict__ x,        // [*, dim]
   const float rstd = rsqrtf(ss / float(dim) + eps);
   T* o = out + size_t(blockIdx.x) * dim;
   for (int k = threadIdx.x * V; k < dim; k += kNormThreads * V) {
-    float f[V];
-    load_x(k, f);
-    if constexpr (V == 4) {
-      float wf[4];
-      unpack4<T>(*reinterpret_cast<const uint2*>(w + k), wf);
-      alignas(8) T r[4];
+    float f[V], wf[V];
+    load_run<V>(xr + k, f);
+    load_run<V>(w + k, wf);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) r[e] = from_f32<T>(f[e] * rstd * wf[e]);
-      *reinterpret_cast<uint2*>(o + k) = *reinterpret_cast<const uint2*>(r);
-    } else {
-      o[k] = from_f32<T>(f[0] * rstd * to_f32(w[k]));
-    }
+    for (int e = 0; e < V; ++e) f[e] = f[e] * rstd * wf[e];
+    store_run<V>(o + k, f);
   }
 }
 

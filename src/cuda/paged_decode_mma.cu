@@ -168,6 +168,16 @@ __device__ __forceinline__ void softmax_pv(float (&s)[2][4], int base, int k1, i
     }
 }
 
+// f(dim, c) for each of the lane's O^T tiles: c = o[4u + r] holds dims dim
+// (c0, c1) and dim + 1 (c2, c3) of heads 2t (c0, c2) and 2t + 1 (c1, c3).
+template <typename F>
+__device__ __forceinline__ void for_each_o_tile(const float (&o)[8][4], int g, F f) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) f(16 * g + 8 * u + 2 * r, o[4 * u + r]);
+}
+
 // ---- the split kernel: a block of 4 warps per (row, kv head, split) ----
 
 // Split sp (keys [k0, k1)) of row i = rows[i], kv head kh, by the block's 4
@@ -226,17 +236,12 @@ __device__ __forceinline__ void mma_split(
     s_ml[warp][g][0] = m_run;
     s_ml[warp][g][1] = l_run;
   }
-#pragma unroll
-  for (int u = 0; u < 2; ++u)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int dim = 16 * g + 8 * u + 2 * r;
-      const float(&c)[4] = o[4 * u + r];
-      s_acc[warp][2 * t][dim] = c[0];
-      s_acc[warp][2 * t][dim + 1] = c[2];
-      s_acc[warp][2 * t + 1][dim] = c[1];
-      s_acc[warp][2 * t + 1][dim + 1] = c[3];
-    }
+  for_each_o_tile(o, g, [&](int dim, const float(&c)[4]) {
+    s_acc[warp][2 * t][dim] = c[0];
+    s_acc[warp][2 * t][dim + 1] = c[2];
+    s_acc[warp][2 * t + 1][dim] = c[1];
+    s_acc[warp][2 * t + 1][dim + 1] = c[3];
+  });
   __syncthreads();  // every warp's state is in shared memory
   decode_merge_store<T, kHd, kRowsG>(s_acc, s_ml, Gr, kh, i, row, sp, n_splits, plan.x == 1, sh,
                                      part_o, part_ml, out);
@@ -387,18 +392,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
   const float l0 = __shfl_sync(0xffffffffu, l_run, 8 * t),
               l1 = __shfl_sync(0xffffffffu, l_run, 8 * t + 4);
   T* o_row = out + size_t(row) * sh.n_heads * kHd + size_t(kh) * Gr * kHd;
-#pragma unroll
-  for (int u = 0; u < 2; ++u)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int dim = 16 * g + 8 * u + 2 * r;
-      const float(&c)[4] = o[4 * u + r];
-      if (2 * t < Gr)
-        *reinterpret_cast<uint32_t*>(o_row + 2 * t * kHd + dim) = pack2<T>(c[0] / l0, c[2] / l0);
-      if (2 * t + 1 < Gr)
-        *reinterpret_cast<uint32_t*>(o_row + (2 * t + 1) * kHd + dim) =
-            pack2<T>(c[1] / l1, c[3] / l1);
-    }
+  for_each_o_tile(o, g, [&](int dim, const float(&c)[4]) {
+    if (2 * t < Gr)
+      *reinterpret_cast<uint32_t*>(o_row + 2 * t * kHd + dim) = pack2<T>(c[0] / l0, c[2] / l0);
+    if (2 * t + 1 < Gr)
+      *reinterpret_cast<uint32_t*>(o_row + (2 * t + 1) * kHd + dim) =
+          pack2<T>(c[1] / l1, c[3] / l1);
+  });
 }
 
 template <typename T, int MINB>

@@ -3,8 +3,6 @@
 // (fp32, for attention) and the cache rows of k and v, either at rows
 // *pos0 + i of a contiguous cache (single stream) or at each token's (block,
 // row) of the paged pools (batched backend).
-#include <type_traits>
-
 #include "core/check.h"
 #include "cuda/common.cuh"
 #include "cuda/launch.h"
@@ -36,34 +34,6 @@ struct PagedCache {  // batched: each token's own position, row in its block tab
            size_t(sh.n_kv_heads * sh.head_dim);
   }
 };
-
-// V consecutive elements as floats, and back: one 16-byte (float) or 8-byte
-// (16-bit) access when V == 4 (the caller keeps them 4-aligned).
-template <int V, typename E>
-__device__ __forceinline__ void load_run(const E* p, float (&f)[V]) {
-  if constexpr (V == 4 && std::is_same_v<E, float>) {
-    const float4 u = *reinterpret_cast<const float4*>(p);
-    f[0] = u.x, f[1] = u.y, f[2] = u.z, f[3] = u.w;
-  } else if constexpr (V == 4) {
-    unpack4<E>(*reinterpret_cast<const uint2*>(p), f);
-  } else {
-#pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = to_f32(p[k]);
-  }
-}
-template <int V, typename E>
-__device__ __forceinline__ void store_run(E* p, const float (&f)[V]) {
-  if constexpr (V == 4 && std::is_same_v<E, float>) {
-    *reinterpret_cast<float4*>(p) = make_float4(f[0], f[1], f[2], f[3]);
-  } else if constexpr (V == 4) {
-    alignas(8) E e[4] = {from_f32<E>(f[0]), from_f32<E>(f[1]), from_f32<E>(f[2]),
-                         from_f32<E>(f[3])};
-    *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(e);
-  } else {
-#pragma unroll
-    for (int k = 0; k < V; ++k) p[k] = from_f32<E>(f[k]);
-  }
-}
 
 // One block per token. The position's cos/sin pairs are computed once per
 // block (head_dim / 2 precise sincosf: angles reach max_context radians,

@@ -21,6 +21,23 @@ struct Seq {
   std::unique_ptr<Backend> oracle;  // single-sequence CPU backend fed the same tokens
 };
 
+// Sequence id's next piece of a step: a prompt chunk of up to `chunk` tokens
+// from `done`, else one decode token; sampled (greedy) once the prompt is in.
+BatchSeq next_piece(uint64_t id, const std::vector<int32_t>& tokens,
+                    const std::vector<int32_t>& table, int done, int prompt, int chunk,
+                    const SamplingParams& greedy) {
+  BatchSeq bs;
+  bs.seq_id = id;
+  bs.start_pos = done;
+  const int n = done < prompt ? std::min(chunk, prompt - done) : 1;
+  bs.tokens = std::span<const int32_t>(tokens.data() + done, size_t(n));
+  bs.block_table = table;
+  bs.sample = done + n >= prompt;
+  bs.sampling = &greedy;
+  bs.sample_step = uint64_t(tokens.size() - size_t(prompt));
+  return bs;
+}
+
 // Both matmul paths of the decode graphs: cuBLAS everywhere, and batched
 // GEMVs for every bucket of this test (max 8 seqs; bucket 1 = the fused
 // single-stream GEMVs, reached when only one sequence is left) and for the
@@ -63,17 +80,8 @@ TEST_P(BatchStepsTest, StepsMatchCpuPagedAndSingleSequence) {
     for (size_t i = 0; i < seqs.size(); ++i) {
       Seq& s = seqs[i];
       if (int(s.tokens.size()) >= s.prompt_len + 20) continue;  // finished
-      BatchSeq bs;
-      bs.seq_id = i;
-      bs.start_pos = s.done;
-      const int n = s.done < s.prompt_len ? std::min(s.chunk, s.prompt_len - s.done) : 1;
-      bs.tokens = std::span<const int32_t>(s.tokens.data() + s.done, size_t(n));
-      bs.block_table = s.table;
-      bs.sample = s.done + n >= s.prompt_len;
-      bs.sampling = &greedy;
-      bs.sample_step = uint64_t(s.tokens.size() - size_t(s.prompt_len));
-      b.seqs.push_back(bs);
-      b.num_tokens += n;
+      b.seqs.push_back(next_piece(i, s.tokens, s.table, s.done, s.prompt_len, s.chunk, greedy));
+      b.num_tokens += int(b.seqs.back().tokens.size());
       idx.push_back(i);
     }
     if (b.seqs.empty()) break;
@@ -216,17 +224,8 @@ TEST_F(BatchBackendTest, ManyRowsWholeRowAndSplitGraphs) {
     Batch b;
     for (size_t i = 0; i < n; ++i) {
       S& s = seqs[i];
-      BatchSeq bs;
-      bs.seq_id = i;
-      bs.start_pos = s.done;
-      const int len = s.done < s.prompt ? std::min(chunk, s.prompt - s.done) : 1;
-      bs.tokens = std::span<const int32_t>(s.tokens.data() + s.done, size_t(len));
-      bs.block_table = s.table;
-      bs.sample = s.done + len >= s.prompt;
-      bs.sampling = &greedy;
-      bs.sample_step = uint64_t(s.tokens.size() - size_t(s.prompt));
-      b.seqs.push_back(bs);
-      b.num_tokens += len;
+      b.seqs.push_back(next_piece(i, s.tokens, s.table, s.done, s.prompt, chunk, greedy));
+      b.num_tokens += int(b.seqs.back().tokens.size());
     }
     std::vector<int32_t> g(n, -1), c(n, -1);
     gpu->step(b, g);
