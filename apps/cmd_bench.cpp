@@ -156,12 +156,9 @@ void run_bench_command(const BenchArgs& a) {
   std::cerr << "hayate bench: loading " << spec << " on " << backend_name << "\n" << std::flush;
   auto t0 = std::chrono::steady_clock::now();
   Model model = load_model(spec, a.model.seed, assets_dir());
-  BackendOptions bopt;
-  bopt.max_context = a.model.max_context;
-  bopt.dtype = parse_dtype(a.model.dtype);
-  std::unique_ptr<Backend> backend_ptr = make_backend(backend_name, model, bopt);
+  LocalEngine local = make_local_engine(backend_name, model, tok.get(), a.model, 1);
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Backend& backend = *backend_ptr;
+  BatchBackend& backend = *local.backend;
 
   double bw = backend.measure_read_bandwidth_gbs();
   std::cerr << "hayate bench: loaded in " << load_s << " s";
@@ -169,7 +166,7 @@ void run_bench_command(const BenchArgs& a) {
   std::cerr << "\n" << std::flush;
 
   bench::BenchResult r =
-      bench::run_bench(backend, *tok, w, opt, since_start, &std::cerr);
+      bench::run_bench(*local.engine, *tok, w, opt, since_start, &std::cerr);
   DeviceInfo di = backend.device_info();
   r.engine = "hayate";
   r.engine_version = bench::hayate_version();
@@ -183,7 +180,8 @@ void run_bench_command(const BenchArgs& a) {
   r.system.memory_gb = di.memory_gb;
   r.system.host = bench::host_name();
   r.model.spec = spec;
-  r.model.dtype = backend.name() == "cpu" ? "float32" : std::string(dtype_name(bopt.dtype));
+  r.model.dtype =
+      backend.name() == "cpu" ? "float32" : std::string(dtype_name(parse_dtype(a.model.dtype)));
   r.model.seed = a.model.seed;
   r.model.weight_bytes_per_token = backend.weight_bytes_per_token();
   r.startup.tokenizer_s = tokenizer_s;

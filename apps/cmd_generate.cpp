@@ -84,7 +84,6 @@ void run(const GenerateArgs& a, bool max_length_given) {
   opt.sampling = sp;
   opt.max_new_tokens = max_new;
   opt.ignore_eos = a.ignore_eos;
-  opt.eos_ids = L.model->config.eos_ids;
   for (const std::string& s : a.stop) opt.stop.push_back(unescape(s));
   GenerateCallbacks cb;
   if (!a.output_ids) {
@@ -93,8 +92,12 @@ void run(const GenerateArgs& a, bool max_length_given) {
       std::fflush(stdout);
     };
   }
+  const int64_t need = int64_t(prompt.size()) + max_new;
+  HAYATE_CHECK(need <= L.backend().max_model_len(), "prompt of ", prompt.size(), " tokens + ",
+               max_new, " new tokens exceeds the context of ", L.backend().max_model_len(),
+               " tokens (raise --max-context)");
   const auto t0 = std::chrono::steady_clock::now();
-  GenerateResult r = generate(*L.backend, *L.tokenizer, prompt, opt, cb);
+  GenerateResult r = generate(L.engine(), prompt, opt, cb);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.output_ids) {
     std::printf("%s\n", nlohmann::json{{"prompt_ids", prompt}, {"ids", r.ids}}.dump().c_str());
@@ -104,7 +107,7 @@ void run(const GenerateArgs& a, bool max_length_given) {
   std::fflush(stdout);
   std::fprintf(stderr, "hayate: %zu prompt + %zu new tokens (%s) in %.2f s on %s\n",
                prompt.size(), r.ids.size(), std::string(finish_reason_name(r.finish)).c_str(), s,
-               L.backend->name().c_str());
+               L.backend().name().c_str());
 }
 
 }  // namespace

@@ -15,6 +15,9 @@ namespace hayate {
 
 namespace {
 
+constexpr int kPerplexitySequences = 2;
+constexpr int kLogitRows = 64;
+
 struct PerplexityArgs {
   ModelArgs model;
   std::string file;
@@ -25,14 +28,16 @@ struct PerplexityArgs {
 void run(const PerplexityArgs& a) {
   HAYATE_CHECK(a.context == 0 || a.context >= 2, "--context must be >= 2, got ", a.context);
   const std::string text = read_text_file(a.file);
-  Loaded L = load(a.model);
+  // Windows run as a batch, two at a time, in chunks of up to kLogitRows
+  // tokens (a step keeps the logits of each).
+  Loaded L = load(a.model, kPerplexitySequences, kLogitRows);
   const std::vector<int32_t> ids = L.tokenizer->encode(text, true);
   HAYATE_CHECK(ids.size() >= 2, a.file, ": the text has ", ids.size(),
                " tokens with BOS; perplexity needs at least 2");
-  HAYATE_CHECK(a.context <= L.backend->max_context(), "--context ", a.context,
-               " exceeds the backend's context of ", L.backend->max_context(),
+  HAYATE_CHECK(a.context <= L.backend().max_model_len(), "--context ", a.context,
+               " exceeds the backend's context of ", L.backend().max_model_len(),
                " tokens (raise --max-context)");
-  PerplexityResult r = perplexity(*L.backend, ids, a.context);
+  PerplexityResult r = perplexity(L.engine(), ids, a.context);
   if (a.json) {
     nlohmann::json j = {{"tokens", ids.size()},   {"scored", r.count},   {"nll_mean", r.nll_mean},
                         {"perplexity", r.ppl},     {"context", r.context}, {"stride", r.stride},

@@ -3,10 +3,8 @@
 #include <filesystem>
 
 #include "core/check.h"
-#include "cpu/cpu_backend.h"
 #include "cpu/cpu_paged_backend.h"
 #if HAYATE_HAVE_CUDA
-#include "cuda/cuda_backend.h"
 #include "cuda/cuda_batch_backend.h"
 #endif
 
@@ -18,20 +16,6 @@ bool cuda_available() {
 #else
   return false;
 #endif
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& name, const Model& model,
-                                      const BackendOptions& options) {
-  if (name == "cpu") return make_cpu_backend(model, options);
-  if (name == "cuda") {
-#if HAYATE_HAVE_CUDA
-    HAYATE_CHECK(cuda_device_count() > 0, "--backend cuda: no CUDA GPU is visible");
-    return make_cuda_backend(model, options);
-#else
-    fail("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
-#endif
-  }
-  fail(cat("unknown backend '", name, "' (expected cpu or cuda)"));
 }
 
 std::unique_ptr<BatchBackend> make_batch_backend(const std::string& name, const Model& model,
@@ -86,16 +70,38 @@ static std::string tokenizer_dir_for(const ModelArgs& args, const Model& model) 
   return args.tokenizer.empty() ? model.tokenizer_dir : args.tokenizer;
 }
 
-Loaded load(const ModelArgs& args) {
+LocalEngine make_local_engine(const std::string& backend, const Model& model,
+                              const Tokenizer* tokenizer, const ModelArgs& args, int sequences,
+                              int logit_rows) {
+  HAYATE_CHECK(args.max_context >= 0, "--max-context must be >= 0, got ", args.max_context);
+  const ModelConfig& c = model.config;
+  HAYATE_CHECK(args.max_context <= c.max_position_embeddings, "--max-context ", args.max_context,
+               " exceeds the model's max_position_embeddings ", c.max_position_embeddings);
+  BatchBackendOptions bo;
+  bo.max_model_len = args.max_context > 0 ? args.max_context
+                                          : std::min(c.max_position_embeddings, 8192);
+  bo.num_blocks = sequences * ((bo.max_model_len + bo.block_size - 1) / bo.block_size);
+  bo.max_num_seqs = sequences;
+  bo.max_num_batched_tokens = std::max(std::min(bo.max_model_len, 2048), sequences);
+  bo.max_logit_rows = logit_rows;
+  bo.dtype = parse_dtype(args.dtype);
+  LocalEngine out;
+  out.backend = make_batch_backend(backend, model, bo);
+  EngineOptions eo;
+  eo.max_num_seqs = bo.max_num_seqs;
+  eo.max_num_batched_tokens = bo.max_num_batched_tokens;
+  out.engine = std::make_unique<Engine>(*out.backend, tokenizer, eo);
+  return out;
+}
+
+Loaded load(const ModelArgs& args, int sequences, int logit_rows) {
   Loaded out;
   std::string backend = resolve_backend(args);
   out.model = std::make_unique<Model>(load_model(resolve_model(args, backend), args.seed,
                                                  assets_dir()));
   out.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tokenizer_dir_for(args, *out.model)));
-  BackendOptions opt;
-  opt.max_context = args.max_context;
-  opt.dtype = parse_dtype(args.dtype);
-  out.backend = make_backend(backend, *out.model, opt);
+  out.local =
+      make_local_engine(backend, *out.model, out.tokenizer.get(), args, sequences, logit_rows);
   return out;
 }
 

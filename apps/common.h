@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/backend.h"
 #include "engine/batch_backend.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,16 +33,31 @@ DType parse_dtype(const std::string& name);  // float16|bfloat16|float32
 // Directory holding llama3_1/tokenizer.json for dummy models.
 std::string assets_dir();
 
-struct Loaded {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<Backend> backend;
-};
-// The batched (paged-KV) backend the engine runs on: cpu or cuda.
+// The backend the engine runs on: cpu or cuda.
 std::unique_ptr<BatchBackend> make_batch_backend(const std::string& backend, const Model& model,
                                                  const BatchBackendOptions& options);
 
-Loaded load(const ModelArgs& args);                  // model, tokenizer and backend
+// The engine of an offline command (generate, perplexity, the article's
+// bench): `sequences` sequences of up to --max-context tokens at once, the KV
+// pool sized for exactly that (not from the GPU's free memory), graphs for
+// up to `sequences` rows.
+struct LocalEngine {
+  std::unique_ptr<BatchBackend> backend;
+  std::unique_ptr<Engine> engine;
+};
+LocalEngine make_local_engine(const std::string& backend, const Model& model,
+                              const Tokenizer* tokenizer, const ModelArgs& args, int sequences,
+                              int logit_rows = 0);
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  LocalEngine local;
+  BatchBackend& backend() { return *local.backend; }
+  Engine& engine() { return *local.engine; }
+};
+// Model, tokenizer and engine (make_local_engine's sequences and logit_rows).
+Loaded load(const ModelArgs& args, int sequences = 1, int logit_rows = 0);
 std::unique_ptr<Tokenizer> load_tokenizer_only(const ModelArgs& args);
 
 // Subcommands; each lives in its own cmd_*.cpp.

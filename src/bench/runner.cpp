@@ -6,7 +6,7 @@
 #include <ostream>
 
 #include "core/check.h"
-#include "engine/backend.h"
+#include "engine/engine.h"
 #include "engine/generate.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,14 +36,14 @@ struct Prepared {
 
 // One request: the whole generate() call in one device-timed region, and the
 // first sampled id in a second one started at the same point.
-RunRecord run_once(Backend& backend, const Tokenizer& tok, const Prepared& p,
+RunRecord run_once(Engine& engine, const Prepared& p,
                    const GenerateOptions& gen, bool record_ids,
                    const std::function<void()>& on_first_token) {
   RunRecord rec;
   rec.prompt_tokens = int(p.ids.size());
   rec.tokenize_ms = p.tokenize_ms;
-  auto total = backend.make_timer();
-  auto first = backend.make_timer();
+  auto total = engine.backend().make_timer();
+  auto first = engine.backend().make_timer();
   std::optional<double> first_ms;
   GenerateCallbacks cb;
   cb.on_token = [&](int index, int32_t) {
@@ -53,7 +53,7 @@ RunRecord run_once(Backend& backend, const Tokenizer& tok, const Prepared& p,
   };
   total->start();
   first->start();
-  GenerateResult g = generate(backend, tok, p.ids, gen, cb);
+  GenerateResult g = generate(engine, p.ids, gen, cb);
   double ms = total->stop_ms();
   rec.seconds = ms * 1e-3;
   rec.new_tokens = int(g.ids.size());
@@ -67,7 +67,7 @@ RunRecord run_once(Backend& backend, const Tokenizer& tok, const Prepared& p,
 
 }  // namespace
 
-BenchResult run_bench(Backend& backend, const Tokenizer& tok, const Workload& w,
+BenchResult run_bench(Engine& engine, const Tokenizer& tok, const Workload& w,
                       const BenchOptions& opt, const std::function<double()>& since_start,
                       std::ostream* progress) {
   HAYATE_CHECK(w.runs >= 1, "--runs must be at least 1, got ", w.runs);
@@ -86,15 +86,15 @@ BenchResult run_bench(Backend& backend, const Tokenizer& tok, const Workload& w,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     HAYATE_CHECK(!p.ids.empty(), "prompt '", prompt, "' has no tokens");
     p.max_new = new_tokens_for(opt, int(p.ids.size()));
-    HAYATE_CHECK(int64_t(p.ids.size()) + p.max_new <= backend.max_context(), "prompt of ",
-                 p.ids.size(), " tokens + ", p.max_new, " new tokens exceeds the KV cache of ",
-                 backend.max_context(), " tokens (raise --max-context)");
+    const int context = engine.backend().max_model_len();
+    HAYATE_CHECK(int64_t(p.ids.size()) + p.max_new <= context, "prompt of ", p.ids.size(),
+                 " tokens + ", p.max_new, " new tokens exceeds the KV cache of ", context,
+                 " tokens (raise --max-context)");
     prepared.push_back(std::move(p));
   }
 
   GenerateOptions gen;
   gen.ignore_eos = !opt.respect_eos;
-  gen.eos_ids = backend.config().eos_ids;
 
   BenchResult r;
   r.workload.trial = w.trial;
@@ -107,15 +107,15 @@ BenchResult run_bench(Backend& backend, const Tokenizer& tok, const Workload& w,
   r.workload.warmup = opt.warmup;
   r.workload.runs = w.runs;
   r.workload.summary_from_run = opt.summary_from_run;
-  r.workload.timer = backend.name() == "cuda" ? "cuda-events" : "steady-clock";
+  r.workload.timer = engine.backend().name() == "cuda" ? "cuda-events" : "steady-clock";
   r.workload.timed_region =
-      "one generate() call: prompt ids in, every new id sampled and back on the host "
-      "(prefill + decode + sampling + detokenization); tokenization excluded";
+      "one request through the engine: prompt ids in, every new id sampled and back on the "
+      "host (prefill + decode + sampling + detokenization); tokenization excluded";
 
   for (int i = 0; i < opt.warmup; ++i) {
     const Prepared& p = prepared[size_t(i) % prepared.size()];
     gen.max_new_tokens = p.max_new;
-    (void)run_once(backend, tok, p, gen, false, {});
+    (void)run_once(engine, p, gen, false, {});
     if (progress) *progress << "warmup " << (i + 1) << "/" << opt.warmup << " done\n" << std::flush;
   }
 
@@ -128,7 +128,7 @@ BenchResult run_bench(Backend& backend, const Tokenizer& tok, const Workload& w,
       if (!r.startup.first_token_s && since_start) r.startup.first_token_s = since_start();
     };
     try {
-      rec = run_once(backend, tok, p, gen, opt.record_ids, on_first);
+      rec = run_once(engine, p, gen, opt.record_ids, on_first);
     } catch (const std::exception& e) {
       rec = RunRecord{};
       rec.prompt_tokens = int(p.ids.size());

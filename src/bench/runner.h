@@ -1,7 +1,8 @@
-// Runs the article's experiment on one backend: each run is one whole
-// request (prefill + greedy decode of every new token), timed with the
-// backend's RegionTimer (CUDA events on the GPU), prompt tokenized outside
-// the timed region, as the article's generate() call received ids.
+// Runs the article's experiment through the engine: each run is one whole
+// request (prefill + greedy decode of every new token, a batch of one),
+// timed with the backend's RegionTimer (CUDA events on the GPU), prompt
+// tokenized outside the timed region, as the article's generate() call
+// received ids.
 #pragma once
 
 #include <functional>
@@ -13,7 +14,7 @@
 #include "bench/workload.h"
 
 namespace hayate {
-class Backend;
+class Engine;
 class Tokenizer;
 }  // namespace hayate
 
@@ -43,7 +44,7 @@ int new_tokens_for(const BenchOptions& opt, int prompt_tokens);
 // (`since_start()` in seconds) and the workload description; system, model
 // and startup load fields are the caller's. Progress lines go to `progress`
 // when given. A failing run is recorded with its error and the rest go on.
-BenchResult run_bench(Backend& backend, const Tokenizer& tok, const Workload& w,
+BenchResult run_bench(Engine& engine, const Tokenizer& tok, const Workload& w,
                       const BenchOptions& opt, const std::function<double()>& since_start,
                       std::ostream* progress);
 

@@ -30,7 +30,10 @@ class CpuPagedBackend final : public BatchBackend {
     num_blocks_ =
         o.num_blocks > 0 ? o.num_blocks : 4 * ((max_model_len_ + block_size_ - 1) / block_size_);
 
+    HAYATE_CHECK(o.max_logit_rows >= 0, "max_logit_rows must be >= 0, got ", o.max_logit_rows);
+    max_logit_rows_ = std::max({o.max_logit_rows, o.max_num_seqs, 1});
     w_ = load_cpu_weights(model);
+    weight_bytes_ = w_.floats_per_token(c_) * sizeof(float);
     const size_t pool =
         size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) * size_t(c_.kv_dim());
     k_pool_.assign(pool, 0.0f);
@@ -109,42 +112,55 @@ class CpuPagedBackend final : public BatchBackend {
       cpu::add(x.data(), tmp.data(), int64_t(N) * H);
     }
 
-    // LM head only on the last row of each sequence that samples: [m, H] -> [m, V].
-    std::vector<size_t> which;
-    for (size_t i = 0; i < batch.seqs.size(); ++i)
-      if (batch.seqs[i].sample) which.push_back(i);
-    last_logits_.clear();
-    if (which.empty()) return;
-    const int m = int(which.size());
+    // LM head on the logits rows only (logit_rows): [m, H] -> [m, V].
+    rows_ = logit_rows(batch);
+    const int m = int(rows_.token_row.size());
     std::vector<float> last(size_t(m) * H);
     std::vector<float>& logits = last_logits_;
     logits.assign(size_t(m) * V, 0.0f);
-    for (int j = 0; j < m; ++j) {
-      const size_t i = which[size_t(j)];
-      const size_t row = size_t(offsets[i]) + batch.seqs[i].tokens.size() - 1;
-      std::copy_n(x.data() + row * H, H, last.data() + size_t(j) * H);
-    }
+    if (m == 0) return;
+    for (int j = 0; j < m; ++j)
+      std::copy_n(x.data() + size_t(rows_.token_row[size_t(j)]) * H, H, last.data() + size_t(j) * H);
     cpu::rmsnorm(last.data(), w_.final_norm.data(), last.data(), m, H, c_.rms_norm_eps);
     cpu::matmul(w_.lm(c_).data(), last.data(), logits.data(), m, V, H);
-    for (int j = 0; j < m; ++j) {
-      const BatchSeq& s = batch.seqs[which[size_t(j)]];
-      sampled[which[size_t(j)]] =
-          sample_token(std::span<const float>(logits).subspan(size_t(j) * V, size_t(V)),
-                       *s.sampling, s.sample_step);
+    for (size_t i = 0, j = 0; i < batch.seqs.size(); ++i) {
+      const BatchSeq& s = batch.seqs[i];
+      if (!s.sample) continue;
+      const size_t row = size_t(rows_.sampled[j++]);
+      sampled[i] = sample_token(std::span<const float>(logits).subspan(row * V, size_t(V)),
+                                *s.sampling, s.sample_step);
     }
   }
 
   void last_logits_row(int j, std::span<float> out) override {
     const size_t V = size_t(c_.vocab_size);
-    HAYATE_CHECK(j >= 0 && size_t(j) < last_logits_.size() / V, "last_logits_row: ", j,
-                 " is not a sampling sequence of the last step (", last_logits_.size() / V, ")");
+    HAYATE_CHECK(j >= 0 && size_t(j) < rows_.sampled.size(), "last_logits_row: ", j,
+                 " is not a sampling sequence of the last step (", rows_.sampled.size(), ")");
     HAYATE_CHECK(out.size() == V, "last_logits_row: out has ", out.size(), " entries, vocab is ",
                  V);
-    std::copy_n(last_logits_.data() + size_t(j) * V, V, out.data());
+    std::copy_n(last_logits_.data() + size_t(rows_.sampled[size_t(j)]) * V, V, out.data());
   }
 
+  void last_chunk_logits(int i, std::span<float> out) override {
+    const size_t V = size_t(c_.vocab_size);
+    HAYATE_CHECK(i >= 0 && size_t(i) < rows_.first.size() && rows_.first[size_t(i)] >= 0,
+                 "last_chunk_logits: sequence ", i, " of the last step kept no logits");
+    const size_t first = size_t(rows_.first[size_t(i)]);
+    const size_t end = size_t(i) + 1 < rows_.first.size() && rows_.first[size_t(i) + 1] >= 0
+                           ? size_t(rows_.first[size_t(i) + 1])
+                           : rows_.token_row.size();
+    HAYATE_CHECK(out.size() == (end - first) * V, "last_chunk_logits: out has ", out.size(),
+                 " entries, the chunk's logits ", (end - first) * V);
+    std::copy_n(last_logits_.data() + first * V, out.size(), out.data());
+  }
+
+  // A sampling row per sequence of a full step, or a chunk as long as a step's tokens.
+  int max_logit_rows() const override { return max_logit_rows_; }
+  double weight_bytes_per_token() const override { return weight_bytes_; }
+
  private:
-  std::vector<float> last_logits_;  // [sampling seqs of the last step, V]
+  std::vector<float> last_logits_;  // [logits rows of the last step, V]
+  LogitRows rows_;                  // the last step's logits rows
 
   // Start of the K or V row of position `p` of sequence `s` in layer `l`.
   float* slot(std::vector<float>& pool, int l, const BatchSeq& s, int p) {
@@ -154,13 +170,15 @@ class CpuPagedBackend final : public BatchBackend {
   }
 
   void validate(const Batch& batch, std::span<const int32_t> sampled) const {
-    validate_batch(batch, sampled, max_model_len_, block_size_, num_blocks_);
+    validate_batch(batch, sampled, max_model_len_, block_size_, num_blocks_, max_logit_rows_);
   }
 
   ModelConfig c_;
   int max_model_len_ = 0;
   int block_size_ = 0;
   int num_blocks_ = 0;
+  int max_logit_rows_ = 0;
+  double weight_bytes_ = 0.0;  // fp32, as this backend reads them
   CpuWeights w_;
   std::vector<float> k_pool_;  // [layers, num_blocks, block_size, kv_dim], roped keys
   std::vector<float> v_pool_;  // [layers, num_blocks, block_size, kv_dim]

@@ -1,8 +1,9 @@
 // The fp32 CPU implementation of BatchBackend: many sequences per step over a
-// paged KV pool. It runs the same ops (cpu/ops.h) in the same order as the
-// single-sequence CPU backend, so a sequence's ids do not depend on what else
-// is in the batch or on how its prompt was chunked. The engine's tests and
-// the GPU-less CI run the whole batching engine through it.
+// paged KV pool: the oracle every other backend is tested against. It runs
+// the same ops (cpu/ops.h) in the same order for every sequence, so a
+// sequence's ids do not depend on what else is in the batch or on how its
+// prompt was chunked. The engine's tests and the GPU-less CI run every
+// command through it.
 #pragma once
 
 #include <memory>

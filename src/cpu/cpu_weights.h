@@ -1,6 +1,5 @@
-// The fp32 weight set both CPU backends run on (the single-sequence reference
-// and the paged batch backend): converted once at load from the model's
-// weight table, so the two oracles can never read a checkpoint differently.
+// The fp32 weight set of the CPU backend: converted once at load from the
+// model's weight table.
 #pragma once
 
 #include <vector>

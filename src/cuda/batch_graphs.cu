@@ -43,7 +43,7 @@ cudaGraphExec_t DecodeGraphs::capture_one(cudaStream_t s, const std::function<vo
   return exec;
 }
 
-void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, int short_max_rows,
+void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, bool persistent, int short_max_rows,
                            const std::function<int(int rows)>& whole_keys, cudaStream_t s,
                            const Record& record) {
   const auto now = [] { return std::chrono::steady_clock::now(); };
@@ -57,8 +57,8 @@ void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, int short_max_rows
   for (int B : buckets_) {
     std::vector<Matmul> cands;  // first = the choice when only one is allowed
     const bool small = B <= kGemvBatchedMaxRows;
-    if (small && matmul != DecodeMatmul::kCublas) cands.push_back({B, B == 1});
-    if (small && matmul == DecodeMatmul::kAuto && B == 1) cands.push_back({1, false});
+    if (B == 1 && persistent && matmul == DecodeMatmul::kAuto) cands.push_back({1, true});
+    if (small && matmul != DecodeMatmul::kCublas) cands.push_back({B, false});
     if (!small || matmul != DecodeMatmul::kGemv) cands.push_back({0, false});
     cudaGraphExec_t best = nullptr;
     float best_ms = 0.0f;
@@ -68,7 +68,7 @@ void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, int short_max_rows
       const float ms = time_on_stream(
           s, [&] { HAYATE_CUDA_CHECK(cudaGraphLaunch(exec, s)); }, 5);
       report += cat(" b", B,
-                    mm.fused       ? " fused "
+                    mm.persistent  ? " persistent "
                     : mm.gemv_rows ? " gemv "
                                    : " cublas ",
                     int(ms * 1000.0f));

@@ -23,11 +23,11 @@
 namespace hayate::cuda {
 
 // How the forward pass multiplies: products with at most gemv_rows rows run
-// as batched GEMVs, larger ones through cuBLAS. fused (one row, sampled,
-// graph only): the single-stream GEMVs with RMSNorm / SiLU*mul fused, fp32 act.
+// as batched GEMVs, larger ones through cuBLAS. persistent (one row, sampled,
+// graph only): every layer and the LM head in the persistent decode kernel.
 struct Matmul {
   int gemv_rows = 0;
-  bool fused = false;
+  bool persistent = false;
 };
 
 // Batch-size buckets of the decode graphs: 1, 2, 4, 8, then every 8 up to 32,
@@ -50,11 +50,12 @@ class DecodeGraphs {
 
   // Buckets of up to 16 rows are captured with each candidate matmul that
   // `matmul` allows and the faster graph is kept (kAuto: the GEMV / cuBLAS
-  // crossover measured on this device). Buckets of up to short_max_rows rows
+  // crossover measured on this device); bucket 1 also with the persistent
+  // kernel where `persistent` says it runs. Buckets of up to short_max_rows rows
   // are captured a second time, with the kept matmul and short attention;
   // buckets B with whole_keys(B) > 0 a second time with attn_keys =
   // whole_keys(B). Prints every candidate's time and the capture time to stderr.
-  void capture(int max_seqs, DecodeMatmul matmul, int short_max_rows,
+  void capture(int max_seqs, DecodeMatmul matmul, bool persistent, int short_max_rows,
                const std::function<int(int rows)>& whole_keys, cudaStream_t s,
                const Record& record);
 

@@ -95,6 +95,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     block_size_ = o.block_size;
     max_seqs_ = o.max_num_seqs;
     max_tokens_ = std::max(o.max_num_batched_tokens, o.max_num_seqs);
+    HAYATE_CHECK(o.max_logit_rows >= 0, "max_logit_rows must be >= 0, got ", o.max_logit_rows);
+    max_logit_rows_ = std::max(o.max_logit_rows, o.max_num_seqs);
     max_blocks_ = (max_model_len_ + block_size_ - 1) / block_size_;
     n_splits_ = std::min(kMaxSplits, (max_model_len_ + 511) / 512);
 
@@ -152,6 +154,21 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                  out.size() * sizeof(float), cudaMemcpyDeviceToHost));
   }
 
+  void last_chunk_logits(int i, std::span<float> out) override {
+    HAYATE_CHECK(i >= 0 && size_t(i) < last_first_.size() && last_first_[size_t(i)] >= 0,
+                 "last_chunk_logits: sequence ", i, " of the last step kept no logits");
+    const size_t V = size_t(c_.vocab_size), rows = size_t(last_count_[size_t(i)]);
+    HAYATE_CHECK(out.size() == rows * V, "last_chunk_logits: out has ", out.size(),
+                 " entries, the chunk's logits ", rows * V);
+    HAYATE_CUDA_CHECK(cudaMemcpy(out.data(), logits_ + size_t(last_first_[size_t(i)]) * V,
+                                 out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+
+  int max_logit_rows() const override { return max_logit_rows_; }
+  double weight_bytes_per_token() const override { return w_.streamed_bytes; }
+  std::unique_ptr<RegionTimer> make_timer() override { return make_event_timer(s_); }
+  double measure_read_bandwidth_gbs() override { return cuda::measure_read_bandwidth_gbs(s_); }
+
   DecodeGraphReplays graph_replays() const override { return replays_; }
 
   std::vector<float> last_logits() override {
@@ -172,7 +189,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const int rows = use_graph ? graphs_.rows(bucket) : T_;  // token rows this step runs
 
     // Host metadata: token rows in batch order; seqs[i] is sequence slot i.
-    std::vector<int32_t> sample_rows, which;   // sampled row per sampling seq; its index in seqs
+    // Logits rows: the graph computes one per row (seq i's is row i); an
+    // eager step one per logit_rows() entry.
+    const LogitRows lr = logit_rows(batch);
+    std::vector<int32_t> which;                // index in seqs of each sampling seq
     int n_dec = 0, n_tiles = 0, dec_keys = 0;  // dec_keys: longest context of a decode row
     const int tile_tok = paged_prefill_tile_tokens(c_.num_heads / c_.num_kv_heads);
     for (int i = 0, row = 0; i < S; ++i) {
@@ -195,10 +215,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
           ++n_tiles;
         }
       }
-      if (s.sample) {
-        sample_rows.push_back(row + n - 1);
-        which.push_back(i);
-      }
+      if (s.sample) which.push_back(i);
       row += n;
     }
     for (int r = T_; r < rows; ++r) {  // graph padding: position 0 of the scratch block
@@ -213,7 +230,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     upload(d_tables_, h_tables_.data(),
            size_t(use_graph ? rows : S) * max_blocks_);  // pad rows too
 
-    const int m = use_graph ? rows : int(sample_rows.size());
+    const int m = use_graph ? rows : int(lr.token_row.size());
     const bool short_attn = dec_keys <= short_keys_;  // padding rows: one key
     if (use_graph) {
       DecodeGraphs::Kind kind = DecodeGraphs::Kind::kRegular;
@@ -224,9 +241,18 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     } else {
       upload(d_dec_, h_dec_.data(), n_dec);
       upload(d_tiles_, h_tiles_.data(), 2 * size_t(n_tiles));
-      upload(d_sample_rows_, sample_rows.data(), sample_rows.size());
-      forward(rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m, {graphs_.gemv_max(), false},
-              short_attn, dec_keys);
+      upload(d_sample_rows_, lr.token_row.data(), lr.token_row.size());
+      forward(StepPlan{rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m,
+                       Matmul{graphs_.gemv_max(), false}, short_attn, dec_keys});
+    }
+    // Logits rows of the last step: each sampling seq's, each seq's first.
+    last_first_.assign(size_t(S), -1);
+    last_count_.assign(size_t(S), 0);
+    for (int i = 0; i < S; ++i) {
+      const BatchSeq& q = batch.seqs[size_t(i)];
+      if (lr.first[size_t(i)] < 0) continue;
+      last_first_[size_t(i)] = use_graph ? i : lr.first[size_t(i)];
+      last_count_[size_t(i)] = q.all_logits ? int(q.tokens.size()) : 1;
     }
     if (which.empty()) {
       HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
@@ -234,7 +260,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     }
     // Output slot of sampling seq j: its logits row (graph: the seq's own row).
     std::vector<int> slot(which.size());
-    for (size_t j = 0; j < which.size(); ++j) slot[j] = use_graph ? which[j] : int(j);
+    for (size_t j = 0; j < which.size(); ++j) slot[j] = use_graph ? which[j] : lr.sampled[j];
     last_slot_ = slot;
     sample_non_greedy(batch, which, slot);
     std::vector<int32_t> ids(static_cast<size_t>(m), 0);
@@ -246,90 +272,79 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
 
  private:
   // ---- the forward pass over `rows` token rows ----------------------------------
-  // dec_rows [n_dec]: rows of one-token sequences; tiles (d_tiles_) [n_tiles]:
-  // prefill query tiles; sample_rows [m]: rows whose logits are sampled;
-  // short_attn: every decode row's context fits paged_attention_decode_short;
-  // attn_keys: no decode row has more keys (0: unknown, the table's reach),
-  // which sizes the split decode attention's grid.
-  void forward(int rows, const int32_t* dec_rows, int n_dec, int n_tiles,
-               const int32_t* sample_rows, int m, Matmul mm, bool short_attn, int attn_keys) {
+  // What one forward pass runs, decided once per step (step()) or per graph
+  // (capture_graphs()) from the batch's shapes; forward() reads it and
+  // branches nowhere else.
+  struct StepPlan {
+    int rows = 0;                       // token rows (a graph's bucket: padding included)
+    const int32_t* dec_rows = nullptr;  // [n_dec] rows of one-token sequences
+    int n_dec = 0;
+    int n_tiles = 0;                     // prefill query tiles (d_tiles_)
+    const int32_t* head_rows = nullptr;  // [m] rows the LM head runs on
+    int m = 0;
+    Matmul mm;                 // batched GEMV rows; bucket 1 on the persistent kernel
+    bool short_attn = false;   // every decode row fits the one-pass attention
+    int attn_keys = 0;         // split attention's grid for rows of <= this many keys (0: all)
+  };
+
+  // The decode rows' attention and the prefill tiles' (ATT [rows, qd] in T).
+  void attend(const StepPlan& p, const T* kp, const T* vp) {
+    const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
+    const PagedMeta meta{d_pos_, d_seq_, d_tables_};
+    if (p.n_dec > 0 && p.short_attn)  // one pass, no split
+      paged_attention_decode_short(q_, kp, vp, sh, meta, p.dec_rows, p.n_dec, attn_, s_);
+    else if (p.n_dec > 0)  // split over the KV length
+      paged_attention_decode(q_, kp, vp, sh, meta, p.dec_rows, p.n_dec, n_splits_, p.attn_keys,
+                             part_o_, part_ml_, attn_, s_);
+    if (p.n_tiles > 0)
+      paged_attention_prefill(q_, kp, vp, sh, meta, reinterpret_cast<const int2*>(d_tiles_),
+                              p.n_tiles, attn_, s_);
+  }
+
+  void forward(const StepPlan& p) {
     const int D = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
-    const int qd = c_.q_dim(), qkvd = c_.qkv_dim();
+    const int qd = c_.q_dim(), qkvd = c_.qkv_dim(), rows = p.rows;
     const float eps = c_.rms_norm_eps;
     const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
     const PagedMeta meta{d_pos_, d_seq_, d_tables_};
-    const PagedQkvShape pq{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_};
     const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
-    // Bucket 1 at short context runs the single stream's kernel sequence: the
-    // attention writes fp32 and o_proj is its residual GEMV (the batched GEMV
-    // at one row streams its weights slower: start-up timings, b1 gemv vs fused).
-    const bool f32_attn = mm.fused && short_attn && n_dec > 0;
     // QKV and gate/up in T where cuBLASLt runs them (GEMV rows stay fp32).
-    const bool t_out = gemm_->t_out() && !mm.fused && rows > mm.gemv_rows;
+    const bool t_out = gemm_->t_out() && rows > p.mm.gemv_rows;
     T* big_t = reinterpret_cast<T*>(big_);
     embed(w_.embed, d_tokens_, rows, D, h_, s_, false);  // H [rows, D]
-    if (mm.fused && persist_.layers) {  // bucket 1: every layer and the LM head in one kernel
+    if (p.mm.persistent) {  // bucket 1: every layer and the LM head in one kernel
       decode_persistent(persist_, s_);                                    // logits [1, V]
-      sample(logits_, V, states_, true, sample_ws_, d_out_, s_, false);  // out [1]
+      sample(logits_, V, states_, true, sample_ws_, d_out_, s_, false);  // out [1] (greedy)
       return;
     }
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
       T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;  // [blocks, bs, kv_dim]
       T* vp = v_pool_.as<T>() + size_t(l) * layer_elems;
-      if (mm.fused) {  // Q [1, qd] roped; K, V -> pool; RMSNorm fused
-        gemv_qkv_rope_paged(L.wqkv, pq, D, h_, L.attn_norm, eps, inv_freq_, d_pos_, d_tables_, q_,
-                            kp, vp, s_);
+      rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);  // XN [rows, D]
+      if (t_out) {
+        (*gemm_)(L.wqkv, xn_, rows, qkvd, D, big_t, false);               // QKV [rows, qkv] T
+        paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
       } else {
-        rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);  // XN [rows, D]
-        if (t_out) {
-          (*gemm_)(L.wqkv, xn_, rows, qkvd, D, big_t, false);               // QKV [rows, qkv] T
-          paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
-        } else {
-          matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, mm);              // QKV [rows, qkv]
-          paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
-        }
+        matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, p.mm);            // QKV [rows, qkv]
+        paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
       }
-      if (f32_attn)  // ATT [1, qd] fp32: one pass, no split
-        paged_attention_decode_short(q_, kp, vp, sh, meta, dec_rows, n_dec, attn_f_, s_);
-      else if (n_dec > 0 && short_attn)  // ATT [rows, qd]: one pass, no split
-        paged_attention_decode_short(q_, kp, vp, sh, meta, dec_rows, n_dec, attn_, s_);
-      else if (n_dec > 0)  // ATT [rows, qd]: split over the KV length
-        paged_attention_decode(q_, kp, vp, sh, meta, dec_rows, n_dec, n_splits_, attn_keys,
-                               part_o_, part_ml_, attn_, s_);
-      if (n_tiles > 0)
-        paged_attention_prefill(q_, kp, vp, sh, meta, reinterpret_cast<const int2*>(d_tiles_),
-                                n_tiles, attn_, s_);
-      if (f32_attn)
-        gemv_residual(L.wo, D, qd, attn_f_, h_, s_, false);  // H += Wo ATT, as the single stream
-      else
-        matmul(L.wo, attn_, rows, D, qd, h_, 1.0f, mm);  // H += ATT Wo^T
-      if (mm.fused) {
-        gemv_gate_up(L.w_gate_up, I, D, h_, L.ffn_norm, eps, big_, s_, false);  // ACT [1, I] f32
-        gemv_residual(L.w_down, D, I, big_, h_, s_, false);                     // H += ACT Wd^T
-        continue;
-      }
-      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);  // XN [rows, D]
+      attend(p, kp, vp);                                  // ATT [rows, qd]
+      matmul(L.wo, attn_, rows, D, qd, h_, 1.0f, p.mm);   // H += ATT Wo^T
+      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);     // XN [rows, D]
       if (t_out) {
         (*gemm_)(L.w_gate_up, xn_, rows, 2 * I, D, big_t, false);  // GU [rows, 2I] T
         silu_mul(big_t, rows, I, xn_, s_);                         // ACT [rows, I]
       } else {
-        matmul(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f, mm);  // GU [rows, 2I]
-        silu_mul(big_, rows, I, xn_, s_);                          // ACT [rows, I]
+        matmul(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f, p.mm);  // GU [rows, 2I]
+        silu_mul(big_, rows, I, xn_, s_);                            // ACT [rows, I]
       }
-      matmul(L.w_down, xn_, rows, D, I, h_, 1.0f, mm);  // H += ACT Wd^T
+      matmul(L.w_down, xn_, rows, D, I, h_, 1.0f, p.mm);  // H += ACT Wd^T
     }
-    if (m == 0) return;
-    if (mm.fused) {  // the one row is row 0 and samples
-      gemv(w_.lm_head, V, D, h_, w_.final_norm, eps, logits_, s_, false);  // logits [1, V]
-      // Grid-wide argmax of the single stream (same tie rule: lowest id);
-      // argmax_rows reads a row with one block.
-      sample(logits_, V, states_, true, sample_ws_, d_out_, s_, false);  // out [1]
-      return;
-    }
-    rmsnorm_gather(h_, sample_rows, w_.final_norm, m, D, eps, last_, s_);  // [m, D]
-    matmul(w_.lm_head, last_, m, V, D, logits_, 0.0f, mm);                 // logits [m, V]
-    argmax_rows(logits_, m, V, d_out_, s_);                                // out [m] (greedy)
+    if (p.m == 0) return;
+    rmsnorm_gather(h_, p.head_rows, w_.final_norm, p.m, D, eps, last_, s_);  // [m, D]
+    matmul(w_.lm_head, last_, p.m, V, D, logits_, 0.0f, p.mm);               // logits [m, V]
+    argmax_rows(logits_, p.m, V, d_out_, s_);                                // out [m] (greedy)
   }
 
   void matmul(const T* W, const T* x, int m, int N, int K, float* y, float beta, Matmul mm) {
@@ -396,8 +411,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       persist_barrier_ = alloc<unsigned>(2);
       persist_counters_ = alloc<int>(size_t(persistent_counters(c_.num_layers, c_.num_kv_heads)));
     }
-    last_ = alloc<T>(S * D);
-    logits_ = alloc<float>(S * size_t(c_.vocab_size));
+    const size_t R = size_t(max_logit_rows_);  // >= S
+    last_ = alloc<T>(R * D);
+    logits_ = alloc<float>(R * size_t(c_.vocab_size));
     part_o_ = alloc<float>(S * c_.num_heads * size_t(n_splits_) * c_.head_dim);
     part_ml_ = alloc<float>(S * c_.num_heads * size_t(n_splits_) * 2);
     const std::vector<float> inv = rope_inv_freq(c_);
@@ -408,10 +424,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     d_seq_ = alloc<int32_t>(T_);
     d_dec_ = alloc<int32_t>(T_);
     d_tiles_ = alloc<int32_t>(2 * (T_ + S));
-    d_sample_rows_ = alloc<int32_t>(S);
+    d_sample_rows_ = alloc<int32_t>(R);
     d_ident_ = alloc<int32_t>(S);
     d_tables_ = alloc<int32_t>(S * size_t(max_blocks_));
-    d_out_ = alloc<int32_t>(S);
+    d_out_ = alloc<int32_t>(R);
     states_ = alloc<StepState>(S);
     const size_t ws = sampling_workspace_bytes(c_.vocab_size);
     sample_ws_ = alloc<char>(ws);
@@ -534,9 +550,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       const int wk = paged_decode_whole_row_keys(B, c_.num_kv_heads);
       return wk < max_blocks_ * block_size_ ? wk : 0;
     };
-    graphs_.capture(max_seqs_, matmul_, kShortGraphMaxRows, whole_keys, s_,
-                    [&](int B, Matmul mm, bool short_attn, int attn_keys) {
-                      forward(B, d_ident_, B, 0, d_ident_, B, mm, short_attn, attn_keys);
+    graphs_.capture(max_seqs_, matmul_, persist_.layers != nullptr, kShortGraphMaxRows, whole_keys,
+                    s_, [&](int B, Matmul mm, bool short_attn, int attn_keys) {
+                      forward(StepPlan{B, d_ident_, B, 0, d_ident_, B, mm, short_attn, attn_keys});
                     });
   }
 
@@ -587,7 +603,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   // The shared checks plus this backend's limits (workspace rows, block-table
   // stride, vocabulary rows of the embedding, sampling params).
   void validate(const Batch& batch, std::span<const int32_t> sampled) const {
-    validate_batch(batch, sampled, max_model_len_, block_size_, num_blocks_);
+    validate_batch(batch, sampled, max_model_len_, block_size_, num_blocks_, max_logit_rows_);
     HAYATE_CHECK(int(batch.seqs.size()) <= max_seqs_, "batch step: ", batch.seqs.size(),
                  " sequences exceed --max-num-seqs ", max_seqs_);
     HAYATE_CHECK(batch.num_tokens <= max_tokens_, "batch step: ", batch.num_tokens,
@@ -605,7 +621,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   ModelConfig c_;
   int device_ = 0;
   int max_model_len_ = 0, block_size_ = 0, num_blocks_ = 0, max_seqs_ = 0, max_tokens_ = 0;
-  int max_blocks_ = 0, n_splits_ = 1;
+  int max_blocks_ = 0, n_splits_ = 1, max_logit_rows_ = 0;
   int short_keys_ = 0;  // decode contexts up to this many keys: one-pass attention
   DecodeMatmul matmul_ = DecodeMatmul::kAuto;
   cudaStream_t s_ = nullptr;
@@ -634,6 +650,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int batch_from_ = INT_MAX;  // steps with this many non-greedy rows or more: batched
   PinnedInts h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
   std::vector<int> last_slot_;  // logits row of each sampled seq of the last step
+  std::vector<int> last_first_, last_count_;  // per seq of the last step: its logits rows
   DecodeGraphReplays replays_;  // all-decode steps per kind of graph (test hook)
   DecodeGraphs graphs_;
 };
@@ -655,14 +672,19 @@ DecodeGraphReplays cuda_batch_graph_replays(BatchBackend& backend) {
   return peek->graph_replays();
 }
 
-std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
-                                                      const BatchBackendOptions& options,
-                                                      DecodeMatmul matmul) {
+int cuda_device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
-    n = 0;
+    return 0;
   }
+  return n;
+}
+
+std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
+                                                      const BatchBackendOptions& options,
+                                                      DecodeMatmul matmul) {
+  const int n = cuda_device_count();
   HAYATE_CHECK(n > 0, "no CUDA GPU is visible (use --backend cpu)");
   HAYATE_CHECK(options.device >= 0 && options.device < n, "GPU ", options.device,
                " does not exist (", n, " visible)");

@@ -14,12 +14,15 @@ namespace hayate {
 struct Model;
 
 // How the decode graphs of small buckets multiply by the weights. kAuto
-// captures each bucket of up to 16 rows both ways at start-up, times a few
-// replays of each, and keeps the faster (printed to stderr); tests force one.
+// captures each bucket of up to 16 rows every way it can run at start-up,
+// times a few replays of each, and keeps the fastest (printed to stderr);
+// tests force one.
 //   kCublas: cuBLAS GEMMs (tensor cores), separate RMSNorm and SiLU*mul.
 //   kGemv:   batched GEMVs (weights read once for all rows) for buckets of up
-//            to 16 rows; bucket 1 runs the single-stream backend's fused GEMVs
-//            (RMSNorm and SiLU*mul fused into them, fp32 activations).
+//            to 16 rows.
+//   kAuto also tries bucket 1 on the persistent decode kernel (sm_90, the
+//   shapes it has a configuration for, and a start-up trial launch the
+//   runtime accepts).
 enum class DecodeMatmul { kAuto, kCublas, kGemv };
 
 // Weights in options.dtype (f16 or bf16); the KV pool takes what is left of
@@ -30,6 +33,9 @@ enum class DecodeMatmul { kAuto, kCublas, kGemv };
 std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
                                                       const BatchBackendOptions& options,
                                                       DecodeMatmul matmul = DecodeMatmul::kAuto);
+
+// Number of visible CUDA devices (0 when there is no driver or no GPU).
+int cuda_device_count();
 
 // Test hook: logits [sampled sequences of the last step, in batch order,
 // vocab] of the last step(). Throws Error for any other backend.

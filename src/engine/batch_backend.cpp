@@ -1,15 +1,17 @@
 #include "engine/batch_backend.h"
 
+#include <chrono>
+
 #include "core/check.h"
 
 namespace hayate {
 
 void validate_batch(const Batch& batch, std::span<const int32_t> sampled, int max_model_len,
-                    int block_size, int num_blocks) {
+                    int block_size, int num_blocks, int max_logit_rows) {
   HAYATE_CHECK(!batch.seqs.empty(), "batch step: no sequences");
   HAYATE_CHECK(sampled.size() == batch.seqs.size(), "batch step: ", sampled.size(),
                " output slots for ", batch.seqs.size(), " sequences");
-  int64_t total = 0;
+  int64_t total = 0, rows = 0;
   for (const BatchSeq& s : batch.seqs) {
     const int n = int(s.tokens.size());
     HAYATE_CHECK(n > 0, "batch step: sequence ", s.seq_id, " has no tokens");
@@ -25,9 +27,46 @@ void validate_batch(const Batch& batch, std::span<const int32_t> sampled, int ma
     HAYATE_CHECK(!s.sample || s.sampling != nullptr, "batch step: sequence ", s.seq_id,
                  " samples without sampling params");
     total += n;
+    rows += s.all_logits ? n : s.sample ? 1 : 0;
   }
   HAYATE_CHECK(total == batch.num_tokens, "batch step: num_tokens ", batch.num_tokens,
                " but the sequences hold ", total);
+  HAYATE_CHECK(rows <= max_logit_rows, "batch step: ", rows, " logits rows exceed the ",
+               max_logit_rows, " the backend computes per step");
 }
+
+LogitRows logit_rows(const Batch& batch) {
+  LogitRows r;
+  r.first.assign(batch.seqs.size(), -1);
+  int32_t token = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const BatchSeq& s = batch.seqs[i];
+    const int32_t n = int32_t(s.tokens.size());
+    const int32_t from = s.all_logits ? 0 : s.sample ? n - 1 : n;
+    if (from < n) r.first[i] = int32_t(r.token_row.size());
+    for (int32_t t = from; t < n; ++t) r.token_row.push_back(token + t);
+    if (s.sample) r.sampled.push_back(int32_t(r.token_row.size()) - 1);
+    token += n;
+  }
+  return r;
+}
+
+namespace {
+
+class SteadyTimer final : public RegionTimer {
+ public:
+  void start() override { t0_ = std::chrono::steady_clock::now(); }
+  double stop_ms() override {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_)
+        .count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+std::unique_ptr<RegionTimer> BatchBackend::make_timer() { return std::make_unique<SteadyTimer>(); }
 
 }  // namespace hayate

@@ -1,5 +1,6 @@
-// What the batching engine needs from a model backend: one forward step over
-// many sequences whose KV entries live in a paged pool of fixed-size blocks.
+// What the engine needs from a model backend (cpu or cuda): one forward step
+// over many sequences whose KV entries live in a paged pool of fixed-size
+// blocks. Every caller runs through it: a single request is a batch of one.
 // The backend owns the pool (it sizes it: from free memory on the GPU, from an
 // option on the CPU); the engine's BlockManager decides which block holds
 // which tokens and hands the backend a block table per sequence.
@@ -11,24 +12,43 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
-#include "engine/backend.h"
 #include "engine/sampling.h"
 #include "model/config.h"
 
 namespace hayate {
 
+// Times a region of work on the backend's device: CUDA events on the
+// backend's stream for cuda, the steady clock for cpu.
+class RegionTimer {
+ public:
+  virtual ~RegionTimer() = default;
+  virtual void start() = 0;
+  virtual double stop_ms() = 0;  // waits for the device, returns milliseconds since start()
+};
+
+struct DeviceInfo {
+  std::string name = "cpu";
+  std::string driver_version;  // e.g. "580.95.05"
+  std::string cuda_runtime;    // e.g. "13.0"
+  int sm_count = 0;
+  double memory_gb = 0.0;
+};
+
 struct BatchBackendOptions {
   int block_size = 16;               // tokens per KV block
-  int num_blocks = 0;                // CPU: blocks in the pool (0 = enough for max_model_len * 4)
+  int num_blocks = 0;  // blocks in the pool; 0 = CPU: enough for max_model_len * 4, GPU: what
+                       // gpu_memory_fraction leaves
   double gpu_memory_fraction = 0.9;  // GPU: share of device memory for weights + workspace + KV
   int max_model_len = 0;   // longest sequence (prompt + output); 0 = min(config max, 8192)
   int max_num_seqs = 256;  // most sequences in one step (graph buckets, workspace)
   int max_num_batched_tokens = 8192;  // most tokens in one step (workspace)
+  int max_logit_rows = 0;  // most logits rows in one step (all_logits chunks); 0 = max_num_seqs
   DType dtype = DType::F16;           // GPU compute/weight dtype (cpu is always fp32)
   int device = 0;
 };
@@ -41,6 +61,7 @@ struct BatchSeq {
   int start_pos = 0;                         // position of tokens[0]; [0, start_pos) is cached
   std::span<const int32_t> block_table;      // physical blocks covering [0, start_pos + n)
   bool sample = false;                       // sample one id after the chunk's last token
+  bool all_logits = false;                   // keep the fp32 logits of every token of the chunk
   const SamplingParams* sampling = nullptr;  // valid when sample
   uint64_t sample_step = 0;                  // random stream index: tokens generated so far
 };
@@ -62,6 +83,9 @@ class BatchBackend {
   virtual int num_blocks() const = 0;  // KV blocks in the pool
   virtual int block_size() const = 0;  // tokens per block
   virtual int max_model_len() const = 0;
+  // Most logits rows one step computes: a row per sampling sequence plus a
+  // row per token of each all_logits sequence.
+  virtual int max_logit_rows() const = 0;
 
   // Runs every sequence's tokens at its positions, writing their K and V into
   // the sequence's blocks and attending over [0, start_pos + n). For each i
@@ -74,18 +98,43 @@ class BatchBackend {
 
   // The device it runs on (the CPU default leaves the GPU fields empty).
   virtual DeviceInfo device_info() const { return {}; }
+  virtual std::unique_ptr<RegionTimer> make_timer();  // default: steady clock
+  // Measured device read bandwidth in GB/s (a large on-device copy), 0 on cpu.
+  virtual double measure_read_bandwidth_gbs() { return 0.0; }
+  // Bytes of weights one decode step reads (every weight once, lm_head included).
+  virtual double weight_bytes_per_token() const = 0;
 
   // The fp32 logits [vocab] of the j-th sampling sequence (in batch order) of
   // the last step(), for sampling that runs on the host (penalties, logprobs).
   // Throws Error when j is not in [0, sampling sequences of the last step).
   virtual void last_logits_row(int j, std::span<float> out) = 0;
+
+  // The fp32 logits [n, vocab] of seqs[i] of the last step(), which had
+  // all_logits set (n = its token count): row t predicts the token after
+  // tokens[t]. Throws Error when seqs[i] did not ask for them.
+  virtual void last_chunk_logits(int i, std::span<float> out) = 0;
 };
 
 // The checks every backend makes of a step's input (throws Error): sequences
 // present, one output slot each, tokens in each, positions inside
 // [0, max_model_len), enough blocks in the table for them, block ids inside
 // [0, num_blocks), sampling params where sampling, num_tokens the sum.
+// Also: at most max_logit_rows logits rows.
 void validate_batch(const Batch& batch, std::span<const int32_t> sampled, int max_model_len,
-                    int block_size, int num_blocks);
+                    int block_size, int num_blocks, int max_logit_rows);
+
+// Logits rows of a batch (logit_rows) and where each sequence's start in the
+// [rows, vocab] logits of a step (head_row): a sampling sequence has its last
+// token's row, an all_logits sequence one per token. Both backends lay out
+// their LM head's output this way.
+struct LogitRows {
+  std::vector<int32_t> token_row;  // [rows] the token row (in batch order) of each logits row
+  std::vector<int32_t> first;      // [seqs] first logits row of seqs[i], -1 when it has none
+  std::vector<int32_t> sampled;    // [sampling seqs] the logits row each samples from
+};
+LogitRows logit_rows(const Batch& batch);
+
+// True when this build has the CUDA backend and a GPU is visible.
+bool cuda_available();
 
 }  // namespace hayate

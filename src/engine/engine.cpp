@@ -37,6 +37,7 @@ struct Active {
   // The host sampler's logprobs of the id being reported, attached to the
   // event that carries it (requests with SamplingParams::logprobs >= 0).
   std::optional<SampleResult> logprob;
+  int prompt_logits_sent = 0;  // prompt positions whose logits went out (recompute repeats none)
 };
 
 bool contains(const std::vector<int32_t>& v, int32_t id) {
@@ -86,7 +87,7 @@ struct Engine::Impl {
         tokenizer(t),
         options(o),
         blocks(b.num_blocks(), b.block_size()),
-        scheduler(blocks, {o.max_num_seqs, o.max_num_batched_tokens}) {
+        scheduler(blocks, {o.max_num_seqs, o.max_num_batched_tokens, b.max_logit_rows()}) {
     HAYATE_CHECK(b.max_model_len() >= 1, "backend max_model_len ", b.max_model_len(),
                  " must be >= 1");
     refresh_stats();
@@ -223,6 +224,7 @@ struct Engine::Impl {
       b.start_pos = s.start_pos;
       b.block_table = q.block_table;
       b.sample = s.sample;
+      b.all_logits = s.all_logits;
       b.sampling = &q.sampling;
       b.sample_step = uint64_t(q.num_generated());
       batch.seqs.push_back(b);
@@ -249,10 +251,15 @@ struct Engine::Impl {
     }
     int j = -1;  // index among the sampling sequences (last_logits_row's order)
     for (size_t i = 0; i < out.seqs.size(); ++i) {
+      RequestId id = out.seqs[i].seq->id;
+      if (out.seqs[i].all_logits) send_prompt_logits(*active.at(id), out.seqs[i], int(i));
       if (!out.seqs[i].sample) continue;
       ++j;
-      RequestId id = out.seqs[i].seq->id;
       Active& a = *active.at(id);
+      if (a.seq.stop.max_tokens == 0) {  // a prompt-only request: scored, nothing generated
+        finalize(id, FinishReason::kLength, {}, {});
+        continue;
+      }
       try {
         if (a.seq.sampling.needs_host())
           sample_on_host(a, j, batch.seqs[i].sample_step, sampled[i]);
@@ -263,6 +270,24 @@ struct Engine::Impl {
         finalize(id, FinishReason::kAbort, {}, {}, cat("engine: ", e.what()));
       }
     }
+  }
+
+  // The chunk's logits rows of prompt positions not sent before, as an event.
+  void send_prompt_logits(Active& a, const ScheduledSeq& s, int i) {
+    const size_t V = size_t(backend.config().vocab_size);
+    const int end = std::min(s.start_pos + s.num_tokens, a.seq.num_prompt_tokens);
+    const int from = std::max(s.start_pos, a.prompt_logits_sent);
+    if (from >= end) return;
+    std::vector<float> rows(size_t(s.num_tokens) * V);
+    backend.last_chunk_logits(i, rows);
+    EngineEvent e;
+    e.id = a.seq.id;
+    e.prompt_tokens = a.seq.num_prompt_tokens;
+    e.prompt_logits_pos = from;
+    e.prompt_logits.assign(rows.begin() + ptrdiff_t(size_t(from - s.start_pos) * V),
+                           rows.begin() + ptrdiff_t(size_t(end - s.start_pos) * V));
+    a.prompt_logits_sent = end;
+    pending_events.emplace_back(a.on_event ? &a.on_event : nullptr, std::move(e));
   }
 
   // Penalties and logprobs: the backend's pick for this sequence is replaced
@@ -310,12 +335,15 @@ struct Engine::Impl {
       HAYATE_CHECK(id >= 0 && id < c.vocab_size, "request: prompt token id ", id,
                    " is outside the vocabulary [0, ", c.vocab_size, ")");
     r.sampling.validate();
-    HAYATE_CHECK(r.max_tokens >= 1, "request: max_tokens must be >= 1, got ", r.max_tokens);
+    HAYATE_CHECK(r.max_tokens >= 1 || (r.max_tokens == 0 && r.prompt_logits),
+                 "request: max_tokens must be >= 1, got ", r.max_tokens);
     const int64_t total = int64_t(n) + r.max_tokens;
     HAYATE_CHECK(total <= backend.max_model_len(), "request: prompt of ", n, " tokens + ",
                  r.max_tokens, " new tokens exceeds max_model_len ", backend.max_model_len());
-    // The last sampled id is never run, so the KV cache holds total - 1 positions.
-    const int64_t need = (total - 1 + blocks.block_size() - 1) / blocks.block_size();
+    // The last sampled id is never run, so the KV cache holds total - 1
+    // positions (the whole prompt at least).
+    const int64_t need = (std::max<int64_t>(total - 1, n) + blocks.block_size() - 1) /
+                         blocks.block_size();
     HAYATE_CHECK(need <= blocks.num_blocks(), "request: prompt of ", n, " tokens + ", r.max_tokens,
                  " new tokens needs ", need, " KV blocks of ", blocks.block_size(),
                  " tokens, more than the whole pool of ", blocks.num_blocks());
@@ -327,6 +355,7 @@ struct Engine::Impl {
     s.tokens = std::move(r.prompt);
     s.num_prompt_tokens = n;
     s.sampling = r.sampling;
+    s.prompt_logits = r.prompt_logits;
     s.stop.max_tokens = r.max_tokens;
     s.stop.ignore_eos = r.ignore_eos;
     s.stop.eos_ids = c.eos_ids;

@@ -54,6 +54,12 @@ struct EngineEvent {
   // One entry per token_ids entry (same order) when the request asked for
   // logprobs (SamplingParams::logprobs >= 0); empty otherwise.
   std::vector<SampleResult> logprobs;
+  // Requests with prompt_logits: fp32 logits [rows, vocab] of prompt
+  // positions [prompt_logits_pos, prompt_logits_pos + rows), each position's
+  // row predicting the token after it; every prompt position comes once, in
+  // order, before the first generated id.
+  std::vector<float> prompt_logits;
+  int prompt_logits_pos = 0;
 };
 
 using EventCallback = std::function<void(const EngineEvent&)>;
@@ -61,7 +67,8 @@ using EventCallback = std::function<void(const EngineEvent&)>;
 struct EngineRequest {
   std::vector<int32_t> prompt;  // token ids, non-empty
   SamplingParams sampling;
-  int max_tokens = 128;                 // generated ids at most (finish kLength)
+  int max_tokens = 128;  // generated ids at most (finish kLength); 0 only with prompt_logits
+  bool prompt_logits = false;  // stream the logits of every prompt position (EngineEvent)
   bool ignore_eos = false;              // keep going past the model's eos ids
   std::vector<int32_t> stop_token_ids;  // also end the sequence (even with ignore_eos)
   std::vector<std::string> stop;  // stop strings (needs a tokenizer): text before the match is kept

@@ -1,6 +1,6 @@
-// Single-sequence generation: prefill, then token-by-token decode with
-// sampling and stop conditions. `hayate generate`, `perplexity` and `bench`
-// use it; the batching engine (engine.h) serves many sequences at once.
+// One request through the engine, on the calling thread: `hayate generate`,
+// `bench` (the article's trials) and the golden tests use it. A single
+// request is a batch of one; the stop logic is the engine's.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +14,7 @@
 
 namespace hayate {
 
-class Backend;
-class Tokenizer;
+class Engine;
 
 enum class FinishReason { kStop, kLength, kAbort };
 std::string_view finish_reason_name(FinishReason r);  // "stop", "length", "abort"
@@ -23,14 +22,13 @@ std::string_view finish_reason_name(FinishReason r);  // "stop", "length", "abor
 struct GenerateOptions {
   SamplingParams sampling;
   int max_new_tokens = 128;
-  bool ignore_eos = false;
-  std::vector<int32_t> eos_ids;       // usually the model's; any of them ends the sequence
+  bool ignore_eos = false;            // keep going past the model's eos ids
   std::vector<std::string> stop;      // stop strings: the text before the match is kept
 };
 
 struct GenerateResult {
   std::vector<int32_t> ids;           // generated ids (an ending eos id included)
-  std::string text;                   // decoded text, cut at a stop string
+  std::string text;                   // decoded text (special tokens kept), cut at a stop string
   FinishReason finish = FinishReason::kLength;
 };
 
@@ -39,10 +37,11 @@ struct GenerateCallbacks {
   std::function<void(int index, int32_t id)> on_token;  // after each sampled id
 };
 
-// Throws Error when the prompt is empty or prompt + max_new_tokens exceeds the
-// backend's context.
-GenerateResult generate(Backend& backend, const Tokenizer& tokenizer,
-                        std::span<const int32_t> prompt, const GenerateOptions& options,
-                        const GenerateCallbacks& callbacks = {});
+// Submits one request and steps `engine` until it has finished; the engine
+// must have no background loop running. Throws Error for a request the
+// engine refuses (empty prompt, prompt + max_new_tokens beyond the context,
+// bad sampling params) or one that failed inside a step.
+GenerateResult generate(Engine& engine, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const GenerateCallbacks& callbacks = {});
 
 }  // namespace hayate

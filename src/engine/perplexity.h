@@ -11,7 +11,7 @@
 
 namespace hayate {
 
-class Backend;
+class Engine;
 
 struct PerplexityResult {
   int64_t count = 0;      // scored tokens: ids.size() - 1
@@ -23,8 +23,10 @@ struct PerplexityResult {
 };
 
 // ids: the whole sequence, BOS first when the model wants one (at least 2).
-// context: window length, 0 = the backend's max_context(). Throws Error for a
+// context: window length, 0 = the backend's max_model_len. Each window is one
+// prompt-only request with prompt_logits (the engine runs them as a batch);
+// the engine must have no background loop running. Throws Error for a
 // context below 2 or above the backend's.
-PerplexityResult perplexity(Backend& backend, std::span<const int32_t> ids, int context = 0);
+PerplexityResult perplexity(Engine& engine, std::span<const int32_t> ids, int context = 0);
 
 }  // namespace hayate

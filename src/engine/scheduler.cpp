@@ -10,6 +10,10 @@ Scheduler::Scheduler(BlockManager& blocks, const SchedulerOptions& options)
     : blocks_(blocks), options_(options) {
   HAYATE_CHECK(options.max_num_seqs >= 1, "--max-num-seqs must be >= 1, got ",
                options.max_num_seqs);
+  if (options_.max_logit_rows == 0) options_.max_logit_rows = options.max_num_seqs;
+  HAYATE_CHECK(options_.max_logit_rows >= options.max_num_seqs, "scheduler: ",
+               options_.max_logit_rows, " logits rows per step, fewer than --max-num-seqs ",
+               options.max_num_seqs);
   HAYATE_CHECK(options.max_num_batched_tokens >= options.max_num_seqs, "--max-num-batched-tokens (",
                options.max_num_batched_tokens, ") must be >= --max-num-seqs (",
                options.max_num_seqs, ") so that every running sequence can decode in one step");
@@ -34,14 +38,37 @@ void Scheduler::preempt(Sequence* seq) {
   waiting_.push_front(seq);
 }
 
+int Scheduler::chunk_of(const Sequence& seq, int budget, int rows_left) const {
+  const int n = std::min(seq.num_uncomputed(), budget);
+  if (seq.prompt_logits && seq.num_computed_tokens < seq.num_prompt_tokens)
+    return std::min(n, rows_left);  // a row per token (the last one's is the sampling row)
+  const bool samples = seq.num_computed_tokens + n == seq.num_tokens();
+  return samples && rows_left < 1 ? 0 : n;
+}
+
+ScheduledSeq Scheduler::scheduled(Sequence* seq, int n) const {
+  const int start = seq->num_computed_tokens;
+  return {seq, start, n, start + n == seq->num_tokens(),
+          seq->prompt_logits && start < seq->num_prompt_tokens};
+}
+
+static int logit_rows_of(const ScheduledSeq& s) {
+  return s.all_logits ? s.num_tokens : s.sample ? 1 : 0;
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int budget = options_.max_num_batched_tokens;
+  int rows_left = options_.max_logit_rows;
 
   // 1. Running sequences, oldest first: decode ids and prefill continuations.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    int n = std::min(seq->num_uncomputed(), budget);
+    const int n = chunk_of(*seq, budget, rows_left);
+    if (n == 0) {  // no logits rows left this step: it runs in the next
+      ++i;
+      continue;
+    }
     bool scheduled = true;
     while (!blocks_.grow(seq->block_table, seq->num_computed_tokens + n)) {
       // Out of blocks: the newest running sequence gives its blocks back.
@@ -55,10 +82,10 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
     if (!scheduled) break;
-    out.seqs.push_back(
-        {seq, seq->num_computed_tokens, n, seq->num_computed_tokens + n == seq->num_tokens()});
+    out.seqs.push_back(this->scheduled(seq, n));
     out.num_tokens += n;
     budget -= n;
+    rows_left -= logit_rows_of(out.seqs.back());
     ++i;
   }
 
@@ -68,15 +95,15 @@ SchedulerOutput Scheduler::schedule() {
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
          int(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_.front();
-    int n = std::min(seq->num_uncomputed(), budget);
-    if (!blocks_.grow(seq->block_table, seq->num_computed_tokens + n)) break;
+    const int n = chunk_of(*seq, budget, rows_left);
+    if (n == 0 || !blocks_.grow(seq->block_table, seq->num_computed_tokens + n)) break;
     waiting_.pop_front();
     seq->status = SeqStatus::kRunning;
     running_.push_back(seq);
-    out.seqs.push_back(
-        {seq, seq->num_computed_tokens, n, seq->num_computed_tokens + n == seq->num_tokens()});
+    out.seqs.push_back(scheduled(seq, n));
     out.num_tokens += n;
     budget -= n;
+    rows_left -= logit_rows_of(out.seqs.back());
   }
   return out;
 }

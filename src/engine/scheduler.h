@@ -5,7 +5,9 @@
 // a prefill chunk of whatever budget is left. When the pool cannot give a
 // running sequence its next slots, the most recently arrived running
 // sequence is preempted by recompute: its blocks are freed and it goes back
-// to the front of the waiting queue with num_computed_tokens = 0.
+// to the front of the waiting queue with num_computed_tokens = 0. Sequences
+// that want their prompt's logits (perplexity, prompt logprobs) have their
+// prefill chunks cut to the step's logits rows.
 //
 // Invariant: every running sequence arrived before every waiting one, so
 // `running_` is in arrival order and its back is the preemption victim.
@@ -23,6 +25,10 @@ namespace hayate {
 struct SchedulerOptions {
   int max_num_seqs = 256;             // sequences per step
   int max_num_batched_tokens = 8192;  // tokens per step; >= max_num_seqs
+  // Logits rows per step (the backend's max_logit_rows; 0: max_num_seqs): a
+  // sampling sequence takes one, a prompt_logits chunk one per prompt token,
+  // so such chunks are cut to what is left.
+  int max_logit_rows = 0;
 };
 
 struct ScheduledSeq {
@@ -30,6 +36,7 @@ struct ScheduledSeq {
   int start_pos = 0;    // seq->num_computed_tokens when scheduled
   int num_tokens = 0;   // run tokens [start_pos, start_pos + num_tokens)
   bool sample = false;  // the chunk reaches the end of the sequence's tokens
+  bool all_logits = false;  // a prompt_logits sequence's chunk inside its prompt
 };
 
 struct SchedulerOutput {
@@ -70,6 +77,9 @@ class Scheduler {
 
  private:
   void preempt(Sequence* seq);
+  // Tokens of `seq` to run now under the token and logits-row budgets (0: none).
+  int chunk_of(const Sequence& seq, int budget, int rows_left) const;
+  ScheduledSeq scheduled(Sequence* seq, int n) const;
 
   BlockManager& blocks_;
   SchedulerOptions options_;

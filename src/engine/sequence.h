@@ -43,6 +43,8 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish = FinishReason::kLength;
   int num_preemptions = 0;
+  // Keep the logits of every prompt position (perplexity, prompt logprobs).
+  bool prompt_logits = false;
 
   int num_tokens() const { return int(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }

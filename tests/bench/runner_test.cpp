@@ -1,13 +1,14 @@
-// The runner on a scripted backend: its forward_sample returns a fixed id
-// sequence and advances a fake device clock (prefill 10 ms, 2 ms per decode
-// step), and its timers read that clock, so every timing is exact.
+// The runner through the engine on a scripted backend: its step returns a
+// fixed id sequence and advances a fake device clock (prefill 10 ms, 2 ms per
+// decode step), and its timers read that clock, so every timing is exact.
 #include <gtest/gtest.h>
 
 #include <sstream>
 
 #include "bench/runner.h"
 #include "core/check.h"
-#include "engine/backend.h"
+#include "engine/batch_backend.h"
+#include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hayate::bench {
@@ -26,7 +27,7 @@ class FakeClockTimer final : public RegionTimer {
   double start_ = 0.0;
 };
 
-class ScriptedBackend final : public Backend {
+class ScriptedBackend final : public BatchBackend {
  public:
   ScriptedBackend() {
     config_.vocab_size = 128256;
@@ -34,25 +35,29 @@ class ScriptedBackend final : public Backend {
   }
   std::string name() const override { return "cpu"; }
   const ModelConfig& config() const override { return config_; }
-  int max_context() const override { return 64; }
-  void forward(std::span<const int32_t>, int, std::span<float>, bool) override {
-    fail("the runner must go through forward_sample");
-  }
-  int32_t forward_sample(std::span<const int32_t> tokens, int pos, const SamplingParams& p,
-                         uint64_t step) override {
-    EXPECT_TRUE(p.greedy());
-    if (pos == 0) {
+  int num_blocks() const override { return 4; }
+  int block_size() const override { return 16; }
+  int max_model_len() const override { return 64; }
+  int max_logit_rows() const override { return 1; }
+  void step(const Batch& batch, std::span<int32_t> sampled) override {
+    validate_batch(batch, sampled, 64, 16, 4, 1);
+    EXPECT_EQ(batch.seqs.size(), 1u);  // one request at a time: a batch of one
+    const BatchSeq& s = batch.seqs[0];
+    EXPECT_TRUE(s.sampling->greedy());
+    if (s.start_pos == 0) {
       ++requests;
       if (requests == fail_on_request) fail("scripted device fault");
-      prompt_lengths.push_back(int(tokens.size()));
+      prompt_lengths.push_back(int(s.tokens.size()));
       clock_ms += 10.0;
     } else {
-      EXPECT_EQ(tokens.size(), 1u);
+      EXPECT_EQ(s.tokens.size(), 1u);
       clock_ms += 2.0;
     }
     // The eos id comes third: only ignore_eos carries the request past it.
-    return step == 2 ? kEos : int32_t(1000 + step);
+    sampled[0] = s.sample_step == 2 ? kEos : int32_t(1000 + s.sample_step);
   }
+  void last_logits_row(int, std::span<float>) override { fail("not sampled on the host"); }
+  void last_chunk_logits(int, std::span<float>) override { fail("no prompt logits"); }
   std::unique_ptr<RegionTimer> make_timer() override {
     return std::make_unique<FakeClockTimer>(clock_ms);
   }
@@ -65,6 +70,13 @@ class ScriptedBackend final : public Backend {
 
  private:
   ModelConfig config_;
+};
+
+// The engine of an offline command over the scripted backend.
+struct Scripted {
+  Scripted sc;
+  ScriptedBackend& be = sc.be;
+  Engine engine{be, nullptr, EngineOptions{1, 64}};
 };
 
 class RunnerTest : public ::testing::Test {
@@ -81,7 +93,8 @@ class RunnerTest : public ::testing::Test {
 Tokenizer* RunnerTest::tok_ = nullptr;
 
 TEST_F(RunnerTest, MaxLengthSemanticsIgnoreEosAndExactTimings) {
-  ScriptedBackend be;
+  Scripted sc;
+  ScriptedBackend& be = sc.be;
   Workload w = make_workload("same", 3);
   BenchOptions opt;
   opt.max_length = 20;
@@ -89,7 +102,7 @@ TEST_F(RunnerTest, MaxLengthSemanticsIgnoreEosAndExactTimings) {
   ASSERT_LT(prompt_len, 20);
   std::ostringstream progress;
   int calls = 0;
-  BenchResult r = run_bench(be, *tok_, w, opt, [&] { return double(++calls); }, &progress);
+  BenchResult r = run_bench(sc.engine, *tok_, w, opt, [&] { return double(++calls); }, &progress);
 
   ASSERT_EQ(r.runs.size(), 3u);
   EXPECT_EQ(be.requests, 3);
@@ -117,11 +130,12 @@ TEST_F(RunnerTest, MaxLengthSemanticsIgnoreEosAndExactTimings) {
 }
 
 TEST_F(RunnerTest, RespectEosStopsTheRequest) {
-  ScriptedBackend be;
+  Scripted sc;
+  ScriptedBackend& be = sc.be;
   BenchOptions opt;
   opt.max_new_tokens = 10;
   opt.respect_eos = true;
-  BenchResult r = run_bench(be, *tok_, make_workload("same", 1), opt, {}, nullptr);
+  BenchResult r = run_bench(sc.engine, *tok_, make_workload("same", 1), opt, {}, nullptr);
   ASSERT_EQ(r.runs.size(), 1u);
   EXPECT_EQ(r.runs[0].new_tokens, 3);  // 1000, 1001, eos
   EXPECT_EQ(r.runs[0].finish, "stop");
@@ -130,12 +144,13 @@ TEST_F(RunnerTest, RespectEosStopsTheRequest) {
 }
 
 TEST_F(RunnerTest, WarmupIsUntimedAndVariedCycles) {
-  ScriptedBackend be;
+  Scripted sc;
+  ScriptedBackend& be = sc.be;
   BenchOptions opt;
   opt.max_new_tokens = 4;
   opt.warmup = 2;
   Workload w = make_workload("varied", 0);
-  BenchResult r = run_bench(be, *tok_, w, opt, {}, nullptr);
+  BenchResult r = run_bench(sc.engine, *tok_, w, opt, {}, nullptr);
   EXPECT_EQ(be.requests, 2 + 11);
   ASSERT_EQ(r.runs.size(), 11u);
   for (size_t i = 0; i < 11; ++i) {
@@ -146,11 +161,12 @@ TEST_F(RunnerTest, WarmupIsUntimedAndVariedCycles) {
 }
 
 TEST_F(RunnerTest, AFailingRunIsRecordedAndTheRestGoOn) {
-  ScriptedBackend be;
+  Scripted sc;
+  ScriptedBackend& be = sc.be;
   be.fail_on_request = 2;
   BenchOptions opt;
   opt.max_new_tokens = 4;
-  BenchResult r = run_bench(be, *tok_, make_workload("same", 3), opt, {}, nullptr);
+  BenchResult r = run_bench(sc.engine, *tok_, make_workload("same", 3), opt, {}, nullptr);
   ASSERT_EQ(r.runs.size(), 3u);
   EXPECT_TRUE(r.runs[0].ok());
   EXPECT_FALSE(r.runs[1].ok());
@@ -160,13 +176,14 @@ TEST_F(RunnerTest, AFailingRunIsRecordedAndTheRestGoOn) {
 }
 
 TEST_F(RunnerTest, BadLengthsFailBeforeAnyRequest) {
-  ScriptedBackend be;
+  Scripted sc;
+  ScriptedBackend& be = sc.be;
   BenchOptions small;
   small.max_length = 5;  // shorter than the prompt
-  EXPECT_THROW(run_bench(be, *tok_, make_workload("same", 1), small, {}, nullptr), Error);
+  EXPECT_THROW(run_bench(sc.engine, *tok_, make_workload("same", 1), small, {}, nullptr), Error);
   BenchOptions too_long;
   too_long.max_new_tokens = 60;  // prompt + 60 > the 64-token context
-  EXPECT_THROW(run_bench(be, *tok_, make_workload("same", 1), too_long, {}, nullptr), Error);
+  EXPECT_THROW(run_bench(sc.engine, *tok_, make_workload("same", 1), too_long, {}, nullptr), Error);
   EXPECT_EQ(be.requests, 0);
 }
 

@@ -1,13 +1,15 @@
-// generate() on dummy:tiny with the real Llama 3.1 tokenizer: eos and
-// --ignore-eos, max tokens, stop strings that never leak, seeded sampling,
-// and that the cached decode loop agrees with recomputing from scratch.
+// generate() (one request through the engine) on dummy:tiny with the real
+// Llama 3.1 tokenizer: eos and --ignore-eos, max tokens, stop strings that
+// never leak, seeded sampling, and that the cached decode loop agrees with
+// recomputing from scratch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "core/check.h"
-#include "cpu/cpu_backend.h"
+#include "cpu/cpu_paged_backend.h"
+#include "engine/engine.h"
 #include "engine/generate.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -25,20 +27,33 @@ class GenerateTest : public ::testing::Test {
     delete tok_;
     delete model_;
   }
+  // The engine of `hayate generate`: one sequence of up to 64 tokens.
   void SetUp() override {
-    BackendOptions o;
-    o.max_context = 64;
-    backend_ = make_cpu_backend(*model_, o);
     prompt_ = tok_->encode("The quick brown fox");
+    make_engine(model_->config.eos_ids);
+  }
+  void make_engine(std::vector<int32_t> eos_ids) {
+    engine_.reset();
+    const std::vector<int32_t> saved = model_->config.eos_ids;
+    model_->config.eos_ids = std::move(eos_ids);
+    BatchBackendOptions o;
+    o.max_model_len = 64;
+    o.num_blocks = 4;
+    o.max_num_seqs = 1;
+    o.max_num_batched_tokens = 64;
+    backend_ = make_cpu_paged_backend(*model_, o);
+    model_->config.eos_ids = saved;
+    engine_ = std::make_unique<Engine>(*backend_, tok_, EngineOptions{1, 64});
   }
   GenerateResult gen(const GenerateOptions& o, std::string* streamed = nullptr) {
     GenerateCallbacks cb;
     if (streamed) cb.on_text = [streamed](std::string_view s) { streamed->append(s); };
-    return generate(*backend_, *tok_, prompt_, o, cb);
+    return generate(*engine_, prompt_, o, cb);
   }
   static Model* model_;
   static Tokenizer* tok_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<BatchBackend> backend_;
+  std::unique_ptr<Engine> engine_;
   std::vector<int32_t> prompt_;
 };
 Model* GenerateTest::model_ = nullptr;
@@ -54,11 +69,16 @@ TEST_F(GenerateTest, GreedyMatchesRecomputingFromScratch) {
   // Reference: forward the whole sequence from position 0 every step.
   std::vector<int32_t> seq = prompt_;
   std::vector<float> row(static_cast<size_t>(model_->config.vocab_size));
-  BackendOptions bo;
-  bo.max_context = 64;
-  auto ref = make_cpu_backend(*model_, bo);
+  const std::vector<int32_t> table{0, 1, 2, 3};
   for (int i = 0; i < 8; ++i) {
-    ref->forward(seq, 0, row, false);
+    Batch b;
+    b.seqs.push_back(BatchSeq{1, seq, 0, table, false, true, nullptr, 0});
+    b.num_tokens = int(seq.size());
+    std::vector<int32_t> unused(1);
+    backend_->step(b, unused);
+    std::vector<float> rows(seq.size() * row.size());
+    backend_->last_chunk_logits(0, rows);
+    std::copy(rows.end() - ptrdiff_t(row.size()), rows.end(), row.begin());
     seq.push_back(int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
   }
   EXPECT_EQ(r.ids, std::vector<int32_t>(seq.begin() + long(prompt_.size()), seq.end()));
@@ -77,7 +97,7 @@ TEST_F(GenerateTest, EosStopsUnlessIgnored) {
              free_run.begin() + long(k))
     ++k;
   ASSERT_LT(k, free_run.size());
-  o.eos_ids = {free_run[k]};
+  make_engine({free_run[k]});
   o.ignore_eos = false;
   GenerateResult stopped = gen(o);
   EXPECT_EQ(stopped.finish, FinishReason::kStop);
@@ -141,7 +161,8 @@ TEST_F(GenerateTest, RejectsBadRequests) {
   o.stop = {""};
   EXPECT_THROW(gen(o), Error);
   std::vector<int32_t> empty;
-  EXPECT_THROW(generate(*backend_, *tok_, empty, GenerateOptions{}), Error);
+  EXPECT_THROW(generate(*engine_, empty, GenerateOptions{}), Error);
+  EXPECT_EQ(engine_->stats().kv_blocks_used, 0);
 }
 
 }  // namespace

@@ -28,13 +28,16 @@ class NullBackend final : public BatchBackend {
   int block_size() const override { return 16; }
   int max_model_len() const override { return max_len_; }
   void step(const Batch& batch, std::span<int32_t> sampled) override {
-    validate_batch(batch, sampled, max_len_, block_size(), num_blocks());
+    validate_batch(batch, sampled, max_len_, block_size(), num_blocks(), max_logit_rows());
     for (size_t i = 0; i < batch.seqs.size(); ++i)
       if (batch.seqs[i].sample)  // never an EOS id: every request runs to its length
         sampled[i] = int32_t(1000 + (batch.seqs[i].seq_id + batch.seqs[i].sample_step) % 1000);
     ++steps;
   }
   void last_logits_row(int, std::span<float>) override {}
+  void last_chunk_logits(int, std::span<float>) override {}
+  int max_logit_rows() const override { return 1 << 20; }
+  double weight_bytes_per_token() const override { return 0.0; }
   int64_t steps = 0;
 
  private:

@@ -1,6 +1,8 @@
 // Shared fixture of the engine tests: a small dummy model (dummy:tiny with the
 // vocabulary cut to 512 ids, so the LM head is cheap), the CPU paged backend
-// for the engine, and the single-sequence CPU backend as the oracle.
+// for the engine, and as the oracle the same backend stepped by hand with one
+// sequence (the whole prompt, then one token a step: no scheduler, no
+// chunking, no neighbours).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,7 +15,6 @@
 #include <random>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
 #include "cpu/cpu_paged_backend.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -90,9 +91,7 @@ class EngineTest : public ::testing::Test {
     model_->config.eos_ids = {};
     for (WeightSource& w : model_->weights)
       if (w.name == "embed" || w.name == "lm_head") w.shape[0] = kVocab;
-    BackendOptions o;
-    o.max_context = 256;
-    oracle_ = make_cpu_backend(*model_, o).release();
+    oracle_ = paged(256 / 4 + 1).release();
   }
   static void TearDownTestSuite() {
     delete oracle_;
@@ -119,17 +118,36 @@ class EngineTest : public ::testing::Test {
       auto it = memo.find({prompt, n});
       if (it != memo.end()) return it->second;
     }
-    std::vector<int32_t> out;
-    int32_t id = oracle_->forward_sample(prompt, 0, p, 0);
+    std::vector<int32_t> out, table;
+    for (int b = 0; b < oracle_->num_blocks(); ++b) table.push_back(b);
+    int32_t id = step_one(prompt, 0, table, p, 0);
     int pos = int(prompt.size());
     for (int i = 0; i < n; ++i) {
       out.push_back(id);
       if (i + 1 == n) break;
-      const int32_t one[1] = {id};
-      id = oracle_->forward_sample(one, pos++, p, uint64_t(i + 1));
+      id = step_one({id}, pos++, table, p, uint64_t(i + 1));
     }
     if (p.greedy()) memo[{prompt, n}] = out;
     return out;
+  }
+
+  // One backend step of one sequence at `pos`; returns the sampled id.
+  static int32_t step_one(const std::vector<int32_t>& tokens, int pos,
+                          const std::vector<int32_t>& table, const SamplingParams& p,
+                          uint64_t sample_step) {
+    Batch b;
+    BatchSeq s;
+    s.tokens = tokens;
+    s.start_pos = pos;
+    s.block_table = table;
+    s.sample = true;
+    s.sampling = &p;
+    s.sample_step = sample_step;
+    b.seqs.push_back(s);
+    b.num_tokens = int(tokens.size());
+    int32_t id = -1;
+    oracle_->step(b, std::span<int32_t>(&id, 1));
+    return id;
   }
 
   static std::vector<int32_t> random_prompt(std::mt19937& rng, int len) {
@@ -147,10 +165,10 @@ class EngineTest : public ::testing::Test {
   }
 
   static Model* model_;
-  static Backend* oracle_;
+  static BatchBackend* oracle_;
 };
 
 inline Model* EngineTest::model_ = nullptr;
-inline Backend* EngineTest::oracle_ = nullptr;
+inline BatchBackend* EngineTest::oracle_ = nullptr;
 
 }  // namespace hayate::testing_engine

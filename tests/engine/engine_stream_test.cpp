@@ -1,5 +1,5 @@
-// Engine streaming and lifecycle: text and stop strings agree with the
-// single-sequence generate(), stop ids and eos, the background loop with
+// Engine streaming and lifecycle: text and stop strings agree with their
+// definition over the oracle's ids, generate() on the engine, stop ids and eos, the background loop with
 // concurrent submitters, a failing step, a throwing callback, destruction
 // with requests in flight.
 #include <gtest/gtest.h>
@@ -30,39 +30,50 @@ class EngineStreamTest : public EngineTest {
 };
 Tokenizer* EngineStreamTest::tok_ = nullptr;
 
-TEST_F(EngineStreamTest, TextAndStopStringsMatchGenerate) {
+TEST_F(EngineStreamTest, TextAndStopStringsMatchTheirDefinition) {
   auto backend = paged(64);
   Engine engine(*backend, tok_, {4, 16});
   std::mt19937 rng(21);
   std::vector<int32_t> prompt = random_prompt(rng, 6);
-  GenerateOptions g;
-  g.max_new_tokens = 24;
-  g.ignore_eos = true;
-  GenerateResult full = generate(*oracle_, *tok_, prompt, g);
-  ASSERT_GE(full.text.size(), 8u);
-  // A stop string taken from the middle of the generated text.
-  GenerateOptions gs = g;
-  gs.stop = {full.text.substr(full.text.size() / 2, 3)};
-  GenerateResult cut = generate(*oracle_, *tok_, prompt, gs);
-  ASSERT_EQ(cut.finish, FinishReason::kStop);
+  const std::vector<int32_t> ref = reference(prompt, 24);
+  const std::string full_text = tok_->decode(ref, /*skip_special_tokens=*/false);
+  ASSERT_GE(full_text.size(), 8u);
+  // A stop string taken from the middle of the generated text: the output is
+  // the text before its first occurrence, the ids up to the one completing it.
+  const std::string stop = full_text.substr(full_text.size() / 2, 3);
+  size_t k = 1;
+  while (tok_->decode(std::vector<int32_t>(ref.begin(), ref.begin() + ptrdiff_t(k)), false)
+             .find(stop) == std::string::npos)
+    ++k;
 
   Sink sink;
   EngineRequest a = request(prompt, 24, sink);
-  a.skip_special_tokens = false;  // as generate()
+  a.skip_special_tokens = false;
   EngineRequest b = a;
-  b.stop = gs.stop;
+  b.stop = {stop};
   b.on_event = sink.callback();
   RequestId ia = engine.submit(std::move(a));
   RequestId ib = engine.submit(std::move(b));
   engine.run_until_idle();
   Collected ca = sink.get(ia), cb = sink.get(ib);
-  EXPECT_EQ(ca.ids, full.ids);
-  EXPECT_EQ(ca.text, full.text);
+  EXPECT_EQ(ca.ids, ref);
+  EXPECT_EQ(ca.text, full_text);
   EXPECT_EQ(ca.finish, FinishReason::kLength);
-  EXPECT_EQ(cb.ids, cut.ids);
-  EXPECT_EQ(cb.text, cut.text);
+  EXPECT_EQ(cb.ids, std::vector<int32_t>(ref.begin(), ref.begin() + ptrdiff_t(k)));
+  EXPECT_EQ(cb.text, full_text.substr(0, full_text.find(stop)));
   EXPECT_EQ(cb.finish, FinishReason::kStop);
-  EXPECT_EQ(cb.text.find(gs.stop[0]), std::string::npos);
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+
+  // generate() is one such request on an idle engine.
+  GenerateOptions g;
+  g.max_new_tokens = 24;
+  g.stop = {stop};
+  std::string streamed;
+  GenerateResult r = generate(engine, prompt, g, {[&](std::string_view t) { streamed += t; }, {}});
+  EXPECT_EQ(r.ids, cb.ids);
+  EXPECT_EQ(r.text, cb.text);
+  EXPECT_EQ(streamed, cb.text);
+  EXPECT_EQ(r.finish, FinishReason::kStop);
   EXPECT_EQ(engine.stats().kv_blocks_used, 0);
 }
 
@@ -151,6 +162,11 @@ class FlakyBackend final : public BatchBackend {
     inner_.step(batch, sampled);
   }
   void last_logits_row(int j, std::span<float> out) override { inner_.last_logits_row(j, out); }
+  void last_chunk_logits(int i, std::span<float> out) override {
+    inner_.last_chunk_logits(i, out);
+  }
+  int max_logit_rows() const override { return inner_.max_logit_rows(); }
+  double weight_bytes_per_token() const override { return inner_.weight_bytes_per_token(); }
   bool fail_next = false;
 
  private:

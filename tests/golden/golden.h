@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "engine/engine.h"
 
 namespace hayate::golden {
 
@@ -46,6 +47,30 @@ inline double rel_err(const float* a, const float* b, size_t n) {
     r += double(b[i]) * b[i];
   }
   return std::sqrt(d / r);
+}
+
+// The fp32 logits [prompt, vocab] of every prompt position, read the way
+// perplexity reads them: one prompt-only request with prompt_logits.
+inline std::vector<float> prompt_logits(Engine& engine, const std::vector<int32_t>& prompt) {
+  const size_t V = size_t(engine.backend().config().vocab_size);
+  std::vector<float> all(prompt.size() * V);
+  size_t got = 0;
+  std::string error;
+  EngineRequest r;
+  r.prompt = prompt;
+  r.max_tokens = 0;
+  r.prompt_logits = true;
+  r.on_event = [&](const EngineEvent& e) {
+    HAYATE_CHECK(size_t(e.prompt_logits_pos) * V == got, "prompt logits out of order");
+    std::copy(e.prompt_logits.begin(), e.prompt_logits.end(), all.begin() + ptrdiff_t(got));
+    got += e.prompt_logits.size();
+    if (e.finished) error = e.error;
+  };
+  engine.submit(std::move(r));
+  engine.run_until_idle();
+  HAYATE_CHECK(error.empty(), error);
+  HAYATE_CHECK(got == all.size(), "prompt logits: ", got / V, " of ", prompt.size(), " rows");
+  return all;
 }
 
 }  // namespace hayate::golden

@@ -1,14 +1,15 @@
-// The CPU backend against Hugging Face transformers (fixtures in data/, made
-// by tools/make_golden.py): fp32 logits within 1e-4 norm-wise relative error
-// per position, identical greedy ids for 32 new tokens, perplexity (whole
-// text and in windows) within 1e-4 relative.
+// The CPU backend, through the engine, against Hugging Face transformers
+// (fixtures in data/, made by tools/make_golden.py): fp32 logits within 1e-4
+// norm-wise relative error per position, identical greedy ids for 32 new
+// tokens, perplexity (whole text and in windows) within 1e-4 relative.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
+#include "cpu/cpu_paged_backend.h"
+#include "engine/generate.h"
 #include "engine/perplexity.h"
 #include "golden/golden.h"
 #include "model/model.h"
@@ -25,15 +26,22 @@ class Golden : public ::testing::TestWithParam<std::string> {
     g_ = golden::read_json(dir_ + "/golden.json");
     model_ = std::make_unique<Model>(load_model(dir_, 0, HAYATE_ASSETS_DIR));
     // HF ran the whole 231-token text in one window even where it exceeds
-    // max_position_embeddings (128 for one checkpoint); so does the backend.
-    BackendOptions o;
-    o.max_context = 512;
-    backend_ = make_cpu_backend(*model_, o);
+    // max_position_embeddings (128 for one checkpoint); so does the backend
+    // (RoPE does not read that field).
+    model_->config.max_position_embeddings = std::max(model_->config.max_position_embeddings, 512);
+    BatchBackendOptions o;
+    o.max_model_len = 512;
+    o.num_blocks = 2 * 512 / o.block_size;
+    o.max_num_seqs = 2;
+    o.max_logit_rows = 64;
+    backend_ = make_cpu_paged_backend(*model_, o);
+    engine_ = std::make_unique<Engine>(*backend_, nullptr, EngineOptions{2, 512});
   }
   std::string dir_;
   nlohmann::json g_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<BatchBackend> backend_;
+  std::unique_ptr<Engine> engine_;
 };
 
 TEST_P(Golden, ConfigAsHfSawIt) {
@@ -48,8 +56,7 @@ TEST_P(Golden, LogitsMatchHf) {
   const std::vector<float> ref = golden::read_f32(dir_ + "/" + g_["logits_file"].get<std::string>());
   const size_t V = size_t(model_->config.vocab_size);
   ASSERT_EQ(ref.size(), positions.size() * V);
-  std::vector<float> all(prompt.size() * V);
-  backend_->forward(prompt, 0, all, true);
+  const std::vector<float> all = golden::prompt_logits(*engine_, prompt);
   double worst = 0;
   for (size_t r = 0; r < positions.size(); ++r) {
     double e = golden::rel_err(all.data() + size_t(positions[r]) * V, ref.data() + r * V, V);
@@ -64,16 +71,11 @@ TEST_P(Golden, LogitsMatchHf) {
 TEST_P(Golden, GreedyIdsMatchHf) {
   const auto prompt = g_["prompt_ids"].get<std::vector<int32_t>>();
   const auto want = g_["greedy_ids"].get<std::vector<int32_t>>();
-  // The cached decode loop: prefill once, then one token at a time.
-  std::vector<int32_t> got;
-  int32_t id = backend_->forward_sample(prompt, 0, SamplingParams{}, 0);
-  for (size_t i = 0; i < want.size(); ++i) {
-    got.push_back(id);
-    if (i + 1 < want.size()) {
-      const int32_t one[1] = {id};
-      id = backend_->forward_sample(one, int(prompt.size() + i), SamplingParams{}, i + 1);
-    }
-  }
+  // The cached decode loop: prefill once, then one token a step.
+  GenerateOptions o;
+  o.max_new_tokens = int(want.size());
+  o.ignore_eos = true;
+  const std::vector<int32_t> got = generate(*engine_, prompt, o).ids;
   EXPECT_EQ(got, want);
   if (g_.contains("hf_generate_ids") && !g_["hf_generate_ids"].is_null()) {
     EXPECT_EQ(got, g_["hf_generate_ids"].get<std::vector<int32_t>>()) << "vs HF generate()";
@@ -87,7 +89,7 @@ TEST_P(Golden, PerplexityMatchesHf) {
   for (const char* which : {"full", "windowed"}) {
     const nlohmann::json& ref = p[which];
     const int context = std::string(which) == "full" ? 0 : ref["context"].get<int>();
-    PerplexityResult r = perplexity(*backend_, ids, context);
+    PerplexityResult r = perplexity(*engine_, ids, context);
     if (context == 0) full_nll = r.nll_mean;
     EXPECT_EQ(r.count, ref["count"].get<int64_t>()) << which;
     EXPECT_EQ(r.windows, ref["windows"].get<int>()) << which;
