@@ -19,7 +19,9 @@ bool cuda_available() {
 }
 
 std::unique_ptr<BatchBackend> make_batch_backend(const std::string& name, const Model& model,
-                                                 const BatchBackendOptions& options) {
+                                                 const BatchBackendOptions& given) {
+  BatchBackendOptions options = given;
+  options.switches = Switches::from_environment();
   if (name == "cpu") return make_cpu_paged_backend(model, options);
   if (name == "cuda") {
 #if HAYATE_HAVE_CUDA

@@ -75,6 +75,26 @@ CHECKPOINTS = [
                            num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
                            tie_word_embeddings=False, max_position_embeddings=128,
                            rope_theta=10000.0, rope_scaling=None)),
+    # Head sizes the CUDA backend's paged kernels and its persistent batch-1
+    # kernel take (32, 64, 128): the fixtures the gpu golden tests run.
+    # head_dim 64 with q_dim (4 x 64) != hidden (128), fp16, HF's v5 config.
+    dict(name="hd64_gqa2_fp16", dtype="float16", shard=None, form="v5", prompt_len=96,
+         seed=6, arch=dict(vocab_size=512, hidden_size=128, intermediate_size=256,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                           head_dim=64, tie_word_embeddings=False, max_position_embeddings=512,
+                           rope_theta=500000.0,
+                           rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                             high_freq_factor=4.0,
+                                             original_max_position_embeddings=32))),
+    # head_dim 128 as Llama 3.1 8B, four query heads per kv head, tied, bf16.
+    dict(name="hd128_gqa4_tied_bf16", dtype="bfloat16", shard=None, form="v4", prompt_len=80,
+         seed=7, arch=dict(vocab_size=384, hidden_size=256, intermediate_size=256,
+                           num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=1,
+                           head_dim=128, tie_word_embeddings=True, max_position_embeddings=512,
+                           rope_theta=500000.0,
+                           rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                             high_freq_factor=4.0,
+                                             original_max_position_embeddings=64))),
     # The real Llama 3.1 vocabulary (tiny hidden size, tied): perplexity on
     # text through hayate's own tokenizer and the `perplexity` command.
     dict(name="realvocab_tied_bf16", dtype="bfloat16", shard=None, form="v4", prompt_len=72,

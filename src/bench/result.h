@@ -63,7 +63,7 @@ struct WorkloadInfo {
   int warmup = 0;                     // untimed requests before run 1
   int runs = 0;
   int summary_from_run = 3;           // the article's mean of runs 3..N
-  std::string timer;                  // cuda-events, steady-clock, torch.cuda.Event
+  std::string timer;                  // steady-clock-synced, steady-clock, torch.cuda.Event
   std::string timed_region;           // what one run's seconds cover, in words
 };
 

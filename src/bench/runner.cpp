@@ -107,7 +107,7 @@ BenchResult run_bench(Engine& engine, const Tokenizer& tok, const Workload& w,
   r.workload.warmup = opt.warmup;
   r.workload.runs = w.runs;
   r.workload.summary_from_run = opt.summary_from_run;
-  r.workload.timer = engine.backend().name() == "cuda" ? "cuda-events" : "steady-clock";
+  r.workload.timer = engine.backend().name() == "cuda" ? "steady-clock-synced" : "steady-clock";
   r.workload.timed_region =
       "one request through the engine: prompt ids in, every new id sampled and back on the "
       "host (prefill + decode + sampling + detokenization); tokenization excluded";

@@ -6,6 +6,7 @@
 #include "cpu/cpu_paged_backend.h"
 
 #include <algorithm>
+#include <deque>
 #include <vector>
 
 #include "core/check.h"
@@ -46,8 +47,28 @@ class CpuPagedBackend final : public BatchBackend {
   int block_size() const override { return block_size_; }
   int max_model_len() const override { return max_model_len_; }
 
-  void step(const Batch& batch, std::span<int32_t> sampled) override {
-    validate(batch, sampled);
+  // Runs the step at once; finish() hands out its ids in launch order.
+  void launch(const Batch& batch) override {
+    validate_batch(batch, max_model_len_, block_size_, num_blocks_, max_logit_rows_,
+                   int(prev_sampled_.size()));
+    std::vector<int32_t> sampled(batch.seqs.size(), -1);
+    run(batch, sampled);
+    prev_sampled_ = sampled;
+    unfinished_.push_back(std::move(sampled));
+    HAYATE_CHECK(unfinished_.size() <= 2, "batch step: more than two steps launched");
+  }
+
+  void finish(std::span<int32_t> sampled) override {
+    HAYATE_CHECK(!unfinished_.empty(), "batch step: finish() without a launched step");
+    const std::vector<int32_t>& ids = unfinished_.front();
+    HAYATE_CHECK(sampled.size() == ids.size(), "batch step: ", sampled.size(),
+                 " output slots for ", ids.size(), " sequences");
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] >= 0) sampled[i] = ids[i];
+    unfinished_.pop_front();
+  }
+
+  void run(const Batch& batch, std::span<int32_t> sampled) {
     const int N = batch.num_tokens;
     const int H = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
     const int q_dim = c_.q_dim(), kv_dim = c_.kv_dim(), qkv_dim = c_.qkv_dim();
@@ -57,8 +78,16 @@ class CpuPagedBackend final : public BatchBackend {
     std::vector<int32_t> ids;
     ids.reserve(size_t(N));
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      const BatchSeq& s = batch.seqs[i];
       offsets[i] = int(ids.size());
-      ids.insert(ids.end(), batch.seqs[i].tokens.begin(), batch.seqs[i].tokens.end());
+      if (s.prev_slot >= 0) {  // the previous step's id, which this backend has already
+        const int32_t id = prev_sampled_[size_t(s.prev_slot)];
+        HAYATE_CHECK(id >= 0, "batch step: sequence ", s.seq_id, " takes its token from slot ",
+                     s.prev_slot, ", which did not sample");
+        ids.push_back(id);
+        continue;
+      }
+      ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
     }
 
     std::vector<float> x(size_t(N) * H), h(size_t(N) * H), tmp(size_t(N) * H);
@@ -159,6 +188,8 @@ class CpuPagedBackend final : public BatchBackend {
   double weight_bytes_per_token() const override { return weight_bytes_; }
 
  private:
+  std::vector<int32_t> prev_sampled_;             // ids of the last launched step, per seq
+  std::deque<std::vector<int32_t>> unfinished_;  // ids of launched, unfinished steps
   std::vector<float> last_logits_;  // [logits rows of the last step, V]
   LogitRows rows_;                  // the last step's logits rows
 
@@ -167,10 +198,6 @@ class CpuPagedBackend final : public BatchBackend {
     const int32_t block = s.block_table[size_t(p / block_size_)];
     const size_t row = (size_t(l) * num_blocks_ + size_t(block)) * block_size_ + p % block_size_;
     return pool.data() + row * size_t(c_.kv_dim());
-  }
-
-  void validate(const Batch& batch, std::span<const int32_t> sampled) const {
-    validate_batch(batch, sampled, max_model_len_, block_size_, num_blocks_, max_logit_rows_);
   }
 
   ModelConfig c_;

@@ -29,6 +29,7 @@
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 #include "cuda/weights.h"
+#include "core/switches.h"
 
 namespace hayate::cuda {
 
@@ -43,28 +44,18 @@ constexpr cudaDataType_t cublas_type<__nv_bfloat16>() {
   return CUDA_R_16BF;
 }
 
-enum class BatchGemmPath { kLt, kEx16, kEx };
-
-// HAYATE_BATCH_GEMM: lt (default), ex16 or ex; throws Error for anything else.
-inline BatchGemmPath batch_gemm_path() {
-  const char* env = std::getenv("HAYATE_BATCH_GEMM");
-  const std::string p = env ? env : "lt";
-  HAYATE_CHECK(p == "lt" || p == "ex16" || p == "ex",
-               "HAYATE_BATCH_GEMM must be lt, ex16 or ex, got '", p, "'");
-  return p == "lt" ? BatchGemmPath::kLt : p == "ex16" ? BatchGemmPath::kEx16 : BatchGemmPath::kEx;
-}
 
 template <typename T>
 class BatchGemm {
  public:
   static constexpr size_t kWorkspace = size_t(32) << 20;  // fixed, so GEMMs can be graph-captured
 
-  BatchGemm(BatchGemmPath path, cudaStream_t s) : s_(s), t_out_(path != BatchGemmPath::kEx) {
+  BatchGemm(GemmPath path, cudaStream_t s) : s_(s), t_out_(path != GemmPath::kEx) {
     HAYATE_CUBLAS_CHECK(cublasCreate(&cublas_));
     HAYATE_CUBLAS_CHECK(cublasSetStream(cublas_, s_));
     ws_ = DeviceBuffer(kWorkspace);
     HAYATE_CUBLAS_CHECK(cublasSetWorkspace(cublas_, ws_.as(), kWorkspace));
-    if (path == BatchGemmPath::kLt) lt_ = std::make_unique<LtGemm>(ws_.as(), kWorkspace);
+    if (path == GemmPath::kLt) lt_ = std::make_unique<LtGemm>(ws_.as(), kWorkspace);
   }
   ~BatchGemm() {
     lt_.reset();

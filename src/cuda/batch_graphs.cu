@@ -57,9 +57,11 @@ void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, bool persistent, i
   for (int B : buckets_) {
     std::vector<Matmul> cands;  // first = the choice when only one is allowed
     const bool small = B <= kGemvBatchedMaxRows;
-    if (B == 1 && persistent && matmul == DecodeMatmul::kAuto) cands.push_back({1, true});
-    if (small && matmul != DecodeMatmul::kCublas) cands.push_back({B, false});
-    if (!small || matmul != DecodeMatmul::kGemv) cands.push_back({0, false});
+    const bool only_persistent = B == 1 && persistent && matmul == DecodeMatmul::kPersistent;
+    const bool any = matmul == DecodeMatmul::kAuto || matmul == DecodeMatmul::kPersistent;
+    if (B == 1 && persistent && any) cands.push_back({1, true});
+    if (!only_persistent && small && matmul != DecodeMatmul::kCublas) cands.push_back({B, false});
+    if (!only_persistent && (!small || matmul != DecodeMatmul::kGemv)) cands.push_back({0, false});
     cudaGraphExec_t best = nullptr;
     float best_ms = 0.0f;
     Matmul best_mm;

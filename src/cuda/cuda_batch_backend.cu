@@ -1,17 +1,17 @@
-// The batched CUDA backend: one forward step over every token of a Batch.
+// The CUDA backend: one forward step over every token of a Batch (a single
+// request is a batch of one). Each step's StepPlan says what runs:
 //   tokens of all sequences -> one activation matrix [T, hidden]; projections
-//   through cuBLAS GEMMs (fp16/bf16 in, fp32 accumulate and out), or batched
-//   GEMVs for up to 16 rows (gemv_batched.h, picked by a start-up timing of
-//   both per decode bucket; bucket 1 runs the single stream's persistent decode
-//   kernel through the sequence's block table, or, with
-//   HAYATE_BATCH_PERSISTENT=0 or a shape it lacks, its fused GEMVs); RoPE with
-//   per-token positions and the KV write into paged blocks; attention per
-//   sequence through its block table (decode kernel for one-token sequences,
-//   tiled causal kernel for prefill chunks); LM head only on rows that sample;
+//   through cuBLAS GEMMs (fp16/bf16 in, fp32 accumulate), or batched GEMVs for
+//   up to 16 rows (gemv_batched.h), picked per decode bucket by a start-up
+//   timing; bucket 1 runs every layer and the LM head in the persistent
+//   decode kernel through the sequence's block table where that kernel has a
+//   configuration for the shapes; RoPE with per-token positions and the KV
+//   write into paged blocks; attention per sequence through its block table
+//   (attend(): decode kernels for one-token sequences, the tiled causal kernel
+//   for prefill chunks); the LM head only on logits rows (logit_rows());
 //   greedy argmax per row on the device, then the temperature/top-k/top-p/
-//   min-p rows in one batched pass (sampling_batched.cu), eager after the graph,
-//   or row by row through the single-stream sampler when a start-up timing finds
-//   that faster for so few rows (HAYATE_BATCH_SAMPLER=batched|rows forces one).
+//   min-p rows in one batched pass (sampling_batched.cu) or row by row,
+//   whichever a start-up timing finds faster for that many rows.
 // All-decode steps replay a CUDA graph captured at start-up for the smallest
 // batch-size bucket that holds them (batch_graphs.cu); rows past the batch are
 // padding that reads and writes only a scratch block at the end of the pool.
@@ -24,12 +24,12 @@
 // GEMMs (batch_gemm.h): cuBLASLt or cublasGemmEx per shape and row count,
 // picked by a start-up timing; QKV and gate/up write T (their only readers,
 // paged_rope_kv and silu_mul, take T), o_proj and down accumulate into the
-// fp32 residual, the LM head writes fp32 logits (HAYATE_BATCH_GEMM=ex16|ex:
-// GemmEx only, with T or fp32 outputs, for same-binary comparisons).
+// fp32 residual, the LM head writes fp32 logits. Switches (core/switches.h)
+// force one sampler, GEMM path or no persistent kernel for comparisons.
 #include <algorithm>
 #include <climits>
+#include <deque>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -46,6 +46,7 @@
 #include "cuda/ops.h"
 #include "cuda/paged_attention.cuh"
 #include "cuda/pinned.h"
+#include "cuda/step_meta.h"
 #include "cuda/weights.h"
 #include "model/model.h"
 
@@ -72,6 +73,19 @@ class LogitsPeek {
 
 template <typename T>
 class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
+  // A launched step's host side: its packed metadata, where its ids come
+  // back, its non-greedy rows' states, and what finish() and the logits
+  // readers need. Two, used in turn: a step may be launched while the one
+  // before it runs.
+  struct Flight {
+    PinnedInts meta, out, ng_rows;
+    Pinned<StepState> states;
+    cudaEvent_t done = nullptr;
+    int seqs = 0;
+    std::vector<int32_t> which, slot;  // sampling seqs: index in the batch, output slot
+    std::vector<int32_t> out_index;    // per seq: its output slot, -1 when it did not sample
+    std::vector<int> first, count;     // per seq: its logits rows
+  };
  public:
   CudaBatchBackend(const Model& model, const BatchBackendOptions& o, DecodeMatmul matmul)
       : c_(model.config), matmul_(matmul) {
@@ -100,26 +114,17 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     max_blocks_ = (max_model_len_ + block_size_ - 1) / block_size_;
     n_splits_ = std::min(kMaxSplits, (max_model_len_ + 511) / 512);
 
-    // The sampler of non-greedy rows: "auto" (default: timed at start-up),
-    // "batched" or "rows" (the per-row path, kept to compare on the device).
-    const char* sampler = std::getenv("HAYATE_BATCH_SAMPLER");
-    sampler_ = sampler ? sampler : "auto";
-    HAYATE_CHECK(sampler_ == "auto" || sampler_ == "batched" || sampler_ == "rows",
-                 "HAYATE_BATCH_SAMPLER must be auto, batched or rows, got '", sampler_, "'");
-    const BatchGemmPath gemm_path = batch_gemm_path();
-    const char* persistent = std::getenv("HAYATE_BATCH_PERSISTENT");
-    HAYATE_CHECK(!persistent || std::string(persistent) == "0" || std::string(persistent) == "1",
-                 "HAYATE_BATCH_PERSISTENT must be 0 or 1, got '", persistent, "'");
+    sampler_ = o.switches.sampler;
     int major = 0;  // the persistent kernel is sm_90 (bulk copies, mbarriers)
     HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, o.device));
-    persistent_ = (!persistent || std::string(persistent) == "1") && major >= 9 &&
+    persistent_ = o.switches.persistent != PersistentMode::kOff && major >= 9 &&
                   persistent_decode_supported(c_.hidden_size, c_.intermediate_size, c_.vocab_size,
                                               c_.num_heads, c_.num_kv_heads, c_.head_dim);
 
     HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
     device_ = o.device;
     HAYATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
-    gemm_ = std::make_unique<BatchGemm<T>>(gemm_path, s_);
+    gemm_ = std::make_unique<BatchGemm<T>>(o.switches.gemm, s_);
     paged_attention_init();
 
     w_ = upload_weights<T>(model, s_);
@@ -127,13 +132,16 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     gemm_->tune_model(c_, w_.layers[0], w_.lm_head, max_tokens_, max_seqs_,
                       {xn_, attn_, last_, big_, h_, logits_});
     alloc_pool(o);
-    if (persistent_) init_persistent();
+    if (persistent_) init_persistent(o);
     short_keys_ = paged_decode_short_max_keys(c_.head_dim);
     capture_graphs();
     time_samplers();
   }
 
   ~CudaBatchBackend() override {
+    if (s_) cudaStreamSynchronize(s_);
+    for (Flight& f : flights_)
+      if (f.done) cudaEventDestroy(f.done);
     gemm_.reset();  // its cuBLAS handles use the stream
     if (s_) cudaStreamDestroy(s_);
   }
@@ -166,7 +174,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
 
   int max_logit_rows() const override { return max_logit_rows_; }
   double weight_bytes_per_token() const override { return w_.streamed_bytes; }
-  std::unique_ptr<RegionTimer> make_timer() override { return make_event_timer(s_); }
+  std::unique_ptr<RegionTimer> make_timer() override { return make_stream_timer(s_); }
   double measure_read_bandwidth_gbs() override { return cuda::measure_read_bandwidth_gbs(s_); }
 
   DecodeGraphReplays graph_replays() const override { return replays_; }
@@ -180,57 +188,64 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     return out;
   }
 
-  void step(const Batch& batch, std::span<int32_t> sampled) override {
-    last_slot_.clear();
-    validate(batch, sampled);
+  // Packs the step's metadata (one copy, one unpack kernel), runs the graph
+  // of its bucket or the eager forward, samples, and queues the copy of its
+  // ids back to pinned memory; finish() waits for that.
+  void launch(const Batch& batch) override {
+    validate(batch);
+    HAYATE_CHECK(unfinished_.size() < 2, "batch step: more than two steps launched");
     const int S = int(batch.seqs.size()), T_ = batch.num_tokens;
     const bool use_graph = batch.all_decode();
     const size_t bucket = use_graph ? graphs_.bucket_of(S) : 0;
     const int rows = use_graph ? graphs_.rows(bucket) : T_;  // token rows this step runs
+    const Flight* prev = last_flight_ >= 0 ? &flights_[size_t(last_flight_)] : nullptr;
+    const int fi = last_flight_ < 0 ? 0 : 1 - last_flight_;
+    Flight& f = flights_[size_t(fi)];
 
-    // Host metadata: token rows in batch order; seqs[i] is sequence slot i.
     // Logits rows: the graph computes one per row (seq i's is row i); an
     // eager step one per logit_rows() entry.
     const LogitRows lr = logit_rows(batch);
-    std::vector<int32_t> which;                // index in seqs of each sampling seq
+    f.which.clear();
+    f.out_index.assign(size_t(S), -1);
     int n_dec = 0, n_tiles = 0, dec_keys = 0;  // dec_keys: longest context of a decode row
     const int tile_tok = paged_prefill_tile_tokens(c_.num_heads / c_.num_kv_heads);
+    packer_.clear();
     for (int i = 0, row = 0; i < S; ++i) {
       const BatchSeq& s = batch.seqs[size_t(i)];
       const int n = int(s.tokens.size());
-      std::copy_n(s.block_table.data(), s.block_table.size(),
-                  h_tables_.data() + size_t(i) * max_blocks_);
+      update_table(i, s.block_table);
       for (int t = 0; t < n; ++t) {
-        h_tokens_[size_t(row + t)] = s.tokens[size_t(t)];
-        h_pos_[size_t(row + t)] = s.start_pos + t;
-        h_seq_[size_t(row + t)] = i;
+        int32_t token = s.tokens[size_t(t)];
+        if (s.prev_slot >= 0) {  // the previous step's id, read on the device
+          const int32_t at = prev->out_index[size_t(s.prev_slot)];
+          HAYATE_CHECK(at >= 0, "batch step: sequence ", s.seq_id, " takes its token from slot ",
+                       s.prev_slot, ", which did not sample");
+          token = -1 - at;
+        }
+        packer_.row(token, s.start_pos + t, i);
       }
       if (n == 1) {
-        h_dec_[size_t(n_dec++)] = row;
+        packer_.dec(row);
+        ++n_dec;
         dec_keys = std::max(dec_keys, s.start_pos + 1);
       } else {
-        for (int t = 0; t < n; t += tile_tok) {
-          h_tiles_[size_t(2 * n_tiles)] = row + t;
-          h_tiles_[size_t(2 * n_tiles + 1)] = std::min(tile_tok, n - t);
-          ++n_tiles;
-        }
+        for (int t = 0; t < n; t += tile_tok, ++n_tiles) packer_.tile(row + t, std::min(tile_tok, n - t));
       }
-      if (s.sample) which.push_back(i);
+      if (s.sample) f.which.push_back(i);
       row += n;
     }
     for (int r = T_; r < rows; ++r) {  // graph padding: position 0 of the scratch block
-      h_tokens_[size_t(r)] = 0;
-      h_pos_[size_t(r)] = 0;
-      h_seq_[size_t(r)] = r;
-      h_tables_[size_t(r) * max_blocks_] = num_blocks_;
+      packer_.row(0, 0, r);
+      update_table(r, std::span<const int32_t>(&num_blocks_, 1));
     }
-    upload(d_tokens_, h_tokens_.data(), rows);
-    upload(d_pos_, h_pos_.data(), rows);
-    upload(d_seq_, h_seq_.data(), rows);
-    upload(d_tables_, h_tables_.data(),
-           size_t(use_graph ? rows : S) * max_blocks_);  // pad rows too
-
     const int m = use_graph ? rows : int(lr.token_row.size());
+    if (!use_graph)
+      for (int32_t r : lr.token_row) packer_.head(r);
+    const size_t words = packer_.pack(f.meta.data());
+    HAYATE_CUDA_CHECK(cudaMemcpyAsync(d_meta_, f.meta.data(), words * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, s_));
+    unpack_step_meta(d_meta_, words, meta_dst(), d_out_, s_);
+
     const bool short_attn = dec_keys <= short_keys_;  // padding rows: one key
     if (use_graph) {
       DecodeGraphs::Kind kind = DecodeGraphs::Kind::kRegular;
@@ -239,35 +254,45 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
          : kind == DecodeGraphs::Kind::kWholeRows ? replays_.whole_rows
                                                   : replays_.regular);
     } else {
-      upload(d_dec_, h_dec_.data(), n_dec);
-      upload(d_tiles_, h_tiles_.data(), 2 * size_t(n_tiles));
-      upload(d_sample_rows_, lr.token_row.data(), lr.token_row.size());
       forward(StepPlan{rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m,
                        Matmul{graphs_.gemv_max(), false}, short_attn, dec_keys});
     }
-    // Logits rows of the last step: each sampling seq's, each seq's first.
-    last_first_.assign(size_t(S), -1);
-    last_count_.assign(size_t(S), 0);
+    // Each seq's logits rows, and each sampling seq's output slot (its
+    // logits row; graph: the seq's own row).
+    f.first.assign(size_t(S), -1);
+    f.count.assign(size_t(S), 0);
     for (int i = 0; i < S; ++i) {
-      const BatchSeq& q = batch.seqs[size_t(i)];
       if (lr.first[size_t(i)] < 0) continue;
-      last_first_[size_t(i)] = use_graph ? i : lr.first[size_t(i)];
-      last_count_[size_t(i)] = q.all_logits ? int(q.tokens.size()) : 1;
+      f.first[size_t(i)] = use_graph ? i : lr.first[size_t(i)];
+      f.count[size_t(i)] = batch.seqs[size_t(i)].all_logits ? int(batch.seqs[size_t(i)].tokens.size()) : 1;
     }
-    if (which.empty()) {
-      HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
-      return;
+    f.slot.resize(f.which.size());
+    for (size_t j = 0; j < f.which.size(); ++j) {
+      f.slot[j] = use_graph ? f.which[j] : lr.sampled[j];
+      f.out_index[size_t(f.which[j])] = f.slot[j];
     }
-    // Output slot of sampling seq j: its logits row (graph: the seq's own row).
-    std::vector<int> slot(which.size());
-    for (size_t j = 0; j < which.size(); ++j) slot[j] = use_graph ? which[j] : lr.sampled[j];
-    last_slot_ = slot;
-    sample_non_greedy(batch, which, slot);
-    std::vector<int32_t> ids(static_cast<size_t>(m), 0);
-    HAYATE_CUDA_CHECK(cudaMemcpyAsync(ids.data(), d_out_, sizeof(int32_t) * size_t(m),
-                                      cudaMemcpyDeviceToHost, s_));
-    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
-    for (size_t j = 0; j < which.size(); ++j) sampled[size_t(which[j])] = ids[size_t(slot[j])];
+    sample_non_greedy(batch, f);
+    if (!f.which.empty())
+      HAYATE_CUDA_CHECK(cudaMemcpyAsync(f.out.data(), d_out_, sizeof(int32_t) * size_t(m),
+                                        cudaMemcpyDeviceToHost, s_));
+    HAYATE_CUDA_CHECK(cudaEventRecord(f.done, s_));
+    f.seqs = S;
+    last_flight_ = fi;
+    unfinished_.push_back(fi);
+  }
+
+  void finish(std::span<int32_t> sampled) override {
+    HAYATE_CHECK(!unfinished_.empty(), "batch step: finish() without a launched step");
+    Flight& f = flights_[size_t(unfinished_.front())];
+    unfinished_.pop_front();
+    HAYATE_CUDA_CHECK(cudaEventSynchronize(f.done));
+    HAYATE_CHECK(sampled.size() == size_t(f.seqs), "batch step: ", sampled.size(),
+                 " output slots for ", f.seqs, " sequences");
+    for (size_t j = 0; j < f.which.size(); ++j)
+      sampled[size_t(f.which[j])] = f.out[size_t(f.slot[j])];
+    last_slot_ = f.slot;
+    last_first_ = f.first;
+    last_count_ = f.count;
   }
 
  private:
@@ -356,30 +381,57 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
 
   // Rows with temperature > 0 overwrite their greedy pick (engine/sampling.h
   // semantics): all at once (one segmented sort, one pick launch) from
-  // batch_from_ rows up, else one row at a time through the single-stream sampler.
-  void sample_non_greedy(const Batch& batch, const std::vector<int32_t>& which,
-                         const std::vector<int>& slot) {
-    std::vector<StepState> st;
-    std::vector<int32_t> at;  // logits row (= d_out_ slot) of each
-    for (size_t j = 0; j < which.size(); ++j) {
-      const BatchSeq& s = batch.seqs[size_t(which[j])];
+  // batch_from_ rows up, else one row at a time through the one-row sampler.
+  // Their states and rows go through the flight's pinned staging.
+  void sample_non_greedy(const Batch& batch, Flight& f) {
+    int n = 0;
+    for (size_t j = 0; j < f.which.size(); ++j) {
+      const BatchSeq& s = batch.seqs[size_t(f.which[j])];
       const SamplingParams& p = *s.sampling;
       if (p.greedy()) continue;
-      st.push_back(
-          StepState{0, 0, p.seed, s.sample_step, p.temperature, p.top_p, p.min_p, p.top_k});
-      at.push_back(slot[j]);
+      f.states[size_t(n)] =
+          StepState{0, 0, p.seed, s.sample_step, p.temperature, p.top_p, p.min_p, p.top_k};
+      f.ng_rows[size_t(n)] = f.slot[j];
+      ++n;
     }
-    if (st.empty()) return;
-    upload(states_, st.data(), st.size());
-    if (int(st.size()) >= batch_from_) {
-      upload(d_ng_rows_, at.data(), at.size());
-      sample_batched(logits_, c_.vocab_size, d_ng_rows_, states_, int(st.size()), max_seqs_,
-                     batch_ws_, d_out_, s_);
+    if (n == 0) return;
+    HAYATE_CUDA_CHECK(cudaMemcpyAsync(states_, f.states.data(), sizeof(StepState) * size_t(n),
+                                      cudaMemcpyHostToDevice, s_));
+    if (n >= batch_from_) {
+      HAYATE_CUDA_CHECK(cudaMemcpyAsync(d_ng_rows_, f.ng_rows.data(), sizeof(int32_t) * size_t(n),
+                                        cudaMemcpyHostToDevice, s_));
+      sample_batched(logits_, c_.vocab_size, d_ng_rows_, states_, n, max_seqs_, batch_ws_, d_out_,
+                     s_);
       return;
     }
-    for (size_t j = 0; j < st.size(); ++j)
-      sample(logits_ + size_t(at[j]) * c_.vocab_size, c_.vocab_size, states_ + j, false, sample_ws_,
-             d_out_ + at[j], s_, false);
+    for (int j = 0; j < n; ++j)
+      sample(logits_ + size_t(f.ng_rows[size_t(j)]) * c_.vocab_size, c_.vocab_size, states_ + j,
+             false, sample_ws_, d_out_ + f.ng_rows[size_t(j)], s_, false);
+  }
+
+  // Block-table row `slot` on the device becomes `table` (its first
+  // table.size() entries): the entries that differ from what the device
+  // holds go into this step's metadata.
+  void update_table(int slot, std::span<const int32_t> table) {
+    int32_t* mirror = table_mirror_.data() + size_t(slot) * max_blocks_;
+    for (size_t j = 0; j < table.size(); ++j) {
+      if (mirror[j] == table[j]) continue;
+      mirror[j] = table[j];
+      packer_.table(int32_t(size_t(slot) * max_blocks_ + j), table[j]);
+    }
+  }
+
+  StepMetaDst meta_dst() const {
+    return {d_tokens_, d_pos_, d_seq_, d_dec_, d_tiles_, d_sample_rows_, d_tables_};
+  }
+
+  // Uploads what packer_ holds now and waits (start-up: captures, trials).
+  void upload_meta_now() {
+    const size_t words = packer_.pack(flights_[0].meta.data());
+    HAYATE_CUDA_CHECK(cudaMemcpyAsync(d_meta_, flights_[0].meta.data(), words * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, s_));
+    unpack_step_meta(d_meta_, words, meta_dst(), d_out_, s_);
+    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
   }
 
   template <typename E>
@@ -433,18 +485,25 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     sample_ws_ = alloc<char>(ws);
     HAYATE_CUDA_CHECK(cudaMemsetAsync(sample_ws_, 0, ws, s_));
     d_ng_rows_ = alloc<int32_t>(S);
-    if (sampler_ == "auto" && (int64_t(c_.vocab_size) * max_seqs_ >= INT_MAX || max_seqs_ > 65535))
-      sampler_ = "rows";       // past the batched sort's int item count or grid rows
-    if (sampler_ != "rows") {  // [2, 2, max_seqs, vocab] sort buffers (~0.5 GB at 256 x 128256)
+    if (sampler_ == SamplerPath::kAuto &&
+        (int64_t(c_.vocab_size) * max_seqs_ >= INT_MAX || max_seqs_ > 65535))
+      sampler_ = SamplerPath::kRows;  // past the batched sort's int item count or grid rows
+    if (sampler_ != SamplerPath::kRows) {  // [2, 2, max_seqs, vocab] sort buffers (~0.5 GB at 256 x 128256)
       batch_ws_ = alloc<char>(batched_sampling_workspace_bytes(c_.vocab_size, max_seqs_));
       batched_sampling_init(batch_ws_, c_.vocab_size, max_seqs_, s_);
     }
-    h_tokens_ = PinnedInts(T_);
-    h_pos_ = PinnedInts(T_);
-    h_seq_ = PinnedInts(T_);
-    h_dec_ = PinnedInts(T_);
-    h_tiles_ = PinnedInts(2 * (T_ + S));
-    h_tables_ = PinnedInts(S * size_t(max_blocks_));
+    // The packed metadata's worst case: every array full, every table entry new.
+    const size_t meta_words = size_t(kStepMetaHeaderWords) + 4 * T_ + 2 * (T_ + S) + R +
+                              2 * S * size_t(max_blocks_);
+    d_meta_ = alloc<int32_t>(meta_words);
+    for (Flight& f : flights_) {
+      f.meta = PinnedInts(meta_words);
+      f.out = PinnedInts(R);
+      f.states = Pinned<StepState>(S);
+      f.ng_rows = PinnedInts(S);
+      HAYATE_CUDA_CHECK(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming));
+    }
+    table_mirror_.assign(S * size_t(max_blocks_), -1);
     std::vector<int32_t> ident(S);
     for (size_t i = 0; i < S; ++i) ident[i] = int32_t(i);
     upload(d_ident_, ident.data(), S);
@@ -460,6 +519,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     HAYATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (o.num_blocks > 0) {
       num_blocks_ = o.num_blocks;
+      const double need = double(per_block) * (double(num_blocks_) + 1.0);
+      HAYATE_CHECK(need + double(64 << 20) <= double(free_b), "the KV pool of ", num_blocks_,
+                   " blocks needs ", need / 1e9, " GB, but only ", double(free_b) / 1e9,
+                   " GB of the GPU's ", double(total_b) / 1e9,
+                   " GB are free after the weights (lower --max-context or --num-kv-blocks)");
     } else {
       const double budget = o.gpu_memory_fraction * double(total_b) - double(total_b - free_b) -
                             double(64 << 20);  // graphs and cuBLAS internals
@@ -481,7 +545,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   // position and block table (slot 0), the paged pools of each layer, fp32
   // activations of row 0 (attn_f_, big_ as act); its own second residual
   // buffer, attention partials, barrier and counters.
-  void init_persistent() {
+  void init_persistent(const BatchBackendOptions& o) {
     const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
     std::vector<PersistentLayer<T>> layers;
     for (int l = 0; l < c_.num_layers; ++l) {
@@ -524,26 +588,23 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                    nullptr};
     // A trial step before capture: slot 0 at position 0 of the scratch block
     // (graph padding's); activations are whatever the buffers hold.
-    h_pos_[0] = 0;
-    h_tables_[0] = num_blocks_;
-    upload(d_pos_, h_pos_.data(), 1);
-    upload(d_tables_, h_tables_.data(), 1);
-    if (!decode_persistent_trial(persist_, s_)) persist_ = PersistentDecode<T>{};
+    packer_.clear();
+    packer_.row(0, 0, 0);
+    update_table(0, std::span<const int32_t>(&num_blocks_, 1));
+    upload_meta_now();
+    const bool refuse = o.switches.persistent == PersistentMode::kRefuseTrial;
+    if (!decode_persistent_trial(persist_, s_, refuse)) persist_ = PersistentDecode<T>{};
   }
 
   // The decode graphs (batch_graphs.cu): forward(B rows, all decode, all
   // sampled) per bucket on padding rows only (position 0 of the scratch block).
   void capture_graphs() {
+    packer_.clear();
     for (int r = 0; r < max_seqs_; ++r) {
-      h_pos_[size_t(r)] = 0;
-      h_seq_[size_t(r)] = r;
-      h_tokens_[size_t(r)] = 0;
-      h_tables_[size_t(r) * max_blocks_] = num_blocks_;
+      packer_.row(0, 0, r);
+      update_table(r, std::span<const int32_t>(&num_blocks_, 1));
     }
-    upload(d_tokens_, h_tokens_.data(), size_t(max_seqs_));
-    upload(d_pos_, h_pos_.data(), size_t(max_seqs_));
-    upload(d_seq_, h_seq_.data(), size_t(max_seqs_));
-    upload(d_tables_, h_tables_.data(), size_t(max_seqs_) * max_blocks_);
+    upload_meta_now();
     // Large buckets' second graph: one split per row while every row fits
     // (where that bound is below the table's reach; else the regular graph is it).
     const auto whole_keys = [&](int B) {
@@ -562,8 +623,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   // beats n * r. Logits: one pseudo-random row [vocab] copied to every row,
   // T = 1 and no filter (the walk covers the whole row: the slowest case).
   void time_samplers() {
-    if (sampler_ != "auto") {
-      batch_from_ = sampler_ == "batched" ? 1 : INT_MAX;
+    if (sampler_ != SamplerPath::kAuto) {
+      batch_from_ = sampler_ == SamplerPath::kBatched ? 1 : INT_MAX;
       return;
     }
     const size_t V = size_t(c_.vocab_size);
@@ -602,8 +663,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
 
   // The shared checks plus this backend's limits (workspace rows, block-table
   // stride, vocabulary rows of the embedding, sampling params).
-  void validate(const Batch& batch, std::span<const int32_t> sampled) const {
-    validate_batch(batch, sampled, max_model_len_, block_size_, num_blocks_, max_logit_rows_);
+  void validate(const Batch& batch) const {
+    validate_batch(batch, max_model_len_, block_size_, num_blocks_, max_logit_rows_,
+                   last_flight_ >= 0 ? flights_[size_t(last_flight_)].seqs : 0);
     HAYATE_CHECK(int(batch.seqs.size()) <= max_seqs_, "batch step: ", batch.seqs.size(),
                  " sequences exceed --max-num-seqs ", max_seqs_);
     HAYATE_CHECK(batch.num_tokens <= max_tokens_, "batch step: ", batch.num_tokens,
@@ -640,15 +702,20 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   StepState* states_ = nullptr;
   int32_t* d_ng_rows_ = nullptr;  // [max_seqs] logits rows of the non-greedy picks
   char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
-  std::string sampler_;       // HAYATE_BATCH_SAMPLER: auto, batched or rows
-  bool persistent_ = false;   // bucket 1 on the persistent kernel (HAYATE_BATCH_PERSISTENT)
+  SamplerPath sampler_ = SamplerPath::kAuto;
+  bool persistent_ = false;  // bucket 1 may run on the persistent kernel
   PersistentDecode<T> persist_{};  // layers == nullptr: bucket 1 on the fused GEMVs
   PersistentLayer<T>* persist_layers_ = nullptr;
   float *persist_h2_ = nullptr, *persist_part_o_ = nullptr, *persist_part_ml_ = nullptr;
   unsigned* persist_barrier_ = nullptr;
   int* persist_counters_ = nullptr;
   int batch_from_ = INT_MAX;  // steps with this many non-greedy rows or more: batched
-  PinnedInts h_tokens_, h_pos_, h_seq_, h_dec_, h_tiles_, h_tables_;
+  Flight flights_[2];
+  int last_flight_ = -1;  // the flight of the last launched step
+  std::deque<int> unfinished_;      // flights launched, not finished, oldest first
+  StepMetaPacker packer_;
+  int32_t* d_meta_ = nullptr;           // the packed metadata on the device
+  std::vector<int32_t> table_mirror_;  // [max_seqs, max_blocks] the device's block tables
   std::vector<int> last_slot_;  // logits row of each sampled seq of the last step
   std::vector<int> last_first_, last_count_;  // per seq of the last step: its logits rows
   DecodeGraphReplays replays_;  // all-decode steps per kind of graph (test hook)

@@ -22,8 +22,9 @@ struct Model;
 //            to 16 rows.
 //   kAuto also tries bucket 1 on the persistent decode kernel (sm_90, the
 //   shapes it has a configuration for, and a start-up trial launch the
-//   runtime accepts).
-enum class DecodeMatmul { kAuto, kCublas, kGemv };
+//   runtime accepts); kPersistent runs bucket 1 on it wherever it can run and
+//   picks the other buckets as kAuto.
+enum class DecodeMatmul { kAuto, kCublas, kGemv, kPersistent };
 
 // Weights in options.dtype (f16 or bf16); the KV pool takes what is left of
 // options.gpu_memory_fraction of device memory after weights and workspace

@@ -15,8 +15,10 @@ namespace hayate::cuda {
 // as every CUDA call does).
 DeviceInfo device_info(int device);
 
-// Times a region with two CUDA events recorded on `s`.
-std::unique_ptr<RegionTimer> make_event_timer(cudaStream_t s);
+// Times a region on the host clock from a point where `s` is idle (start()
+// synchronizes it); stop_ms() is called once the host has the region's
+// results, which is when its device work is done.
+std::unique_ptr<RegionTimer> make_stream_timer(cudaStream_t s);
 
 // Read bandwidth in GB/s: a read-only kernel over 4 GiB (the ceiling a GEMV
 // can reach), median of 10 passes after 2 warm-ups; a device-to-device copy

@@ -1,4 +1,4 @@
-// Page-locked host memory for the batched backend's per-step metadata.
+// Page-locked host memory for the backend's per-step metadata and results.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,30 +12,32 @@
 
 namespace hayate::cuda {
 
-// Page-locked host staging of the step metadata: cudaMemcpyAsync from it is
-// a real asynchronous DMA, where a copy from pageable memory blocks the host
-// while the driver stages it (several per step). Written only between steps:
-// step() synchronises before it returns.
-class PinnedInts {
+// Page-locked host memory: cudaMemcpyAsync to or from it is a real
+// asynchronous DMA, where a copy from pageable memory blocks the host while
+// the driver stages it. A launched step's staging is written again only
+// after that step has finished.
+template <typename E>
+class Pinned {
  public:
-  PinnedInts() = default;
-  explicit PinnedInts(size_t n) {
-    HAYATE_CUDA_CHECK(cudaMallocHost(&p_, std::max<size_t>(n, 1) * sizeof(int32_t)));
-    std::fill_n(p_, n, 0);
+  Pinned() = default;
+  explicit Pinned(size_t n) {
+    HAYATE_CUDA_CHECK(cudaMallocHost(&p_, std::max<size_t>(n, 1) * sizeof(E)));
+    std::fill_n(p_, n, E{});
   }
-  PinnedInts(PinnedInts&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
-  PinnedInts& operator=(PinnedInts&& o) noexcept {
+  Pinned(Pinned&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  Pinned& operator=(Pinned&& o) noexcept {
     std::swap(p_, o.p_);
     return *this;
   }
-  ~PinnedInts() {
+  ~Pinned() {
     if (p_) cudaFreeHost(p_);
   }
-  int32_t& operator[](size_t i) { return p_[i]; }
-  int32_t* data() { return p_; }
+  E& operator[](size_t i) { return p_[i]; }
+  E* data() { return p_; }
 
  private:
-  int32_t* p_ = nullptr;
+  E* p_ = nullptr;
 };
+using PinnedInts = Pinned<int32_t>;
 
 }  // namespace hayate::cuda

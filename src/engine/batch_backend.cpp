@@ -6,11 +6,16 @@
 
 namespace hayate {
 
-void validate_batch(const Batch& batch, std::span<const int32_t> sampled, int max_model_len,
-                    int block_size, int num_blocks, int max_logit_rows) {
-  HAYATE_CHECK(!batch.seqs.empty(), "batch step: no sequences");
+void BatchBackend::step(const Batch& batch, std::span<int32_t> sampled) {
   HAYATE_CHECK(sampled.size() == batch.seqs.size(), "batch step: ", sampled.size(),
                " output slots for ", batch.seqs.size(), " sequences");
+  launch(batch);
+  finish(sampled);
+}
+
+void validate_batch(const Batch& batch, int max_model_len, int block_size, int num_blocks,
+                    int max_logit_rows, int prev_seqs) {
+  HAYATE_CHECK(!batch.seqs.empty(), "batch step: no sequences");
   int64_t total = 0, rows = 0;
   for (const BatchSeq& s : batch.seqs) {
     const int n = int(s.tokens.size());
@@ -26,6 +31,9 @@ void validate_batch(const Batch& batch, std::span<const int32_t> sampled, int ma
                    " outside the pool of ", num_blocks);
     HAYATE_CHECK(!s.sample || s.sampling != nullptr, "batch step: sequence ", s.seq_id,
                  " samples without sampling params");
+    HAYATE_CHECK(s.prev_slot < 0 || (n == 1 && s.prev_slot < prev_seqs), "batch step: sequence ",
+                 s.seq_id, " takes its token from slot ", s.prev_slot, " of a previous step of ",
+                 prev_seqs, " sequences");
     total += n;
     rows += s.all_logits ? n : s.sample ? 1 : 0;
   }

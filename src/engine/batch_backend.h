@@ -18,18 +18,20 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/switches.h"
 #include "engine/sampling.h"
 #include "model/config.h"
 
 namespace hayate {
 
-// Times a region of work on the backend's device: CUDA events on the
-// backend's stream for cuda, the steady clock for cpu.
+// Times a region of work: the steady clock, from a point where the device is
+// idle (cuda: start() synchronizes the backend's stream). stop_ms() is called
+// once the host holds the region's results (milliseconds since start()).
 class RegionTimer {
  public:
   virtual ~RegionTimer() = default;
   virtual void start() = 0;
-  virtual double stop_ms() = 0;  // waits for the device, returns milliseconds since start()
+  virtual double stop_ms() = 0;
 };
 
 struct DeviceInfo {
@@ -51,6 +53,7 @@ struct BatchBackendOptions {
   int max_logit_rows = 0;  // most logits rows in one step (all_logits chunks); 0 = max_num_seqs
   DType dtype = DType::F16;           // GPU compute/weight dtype (cpu is always fp32)
   int device = 0;
+  Switches switches;                  // the lab's and tests' path choices (core/switches.h)
 };
 
 // One sequence's share of a step. The spans point into engine-owned storage
@@ -62,6 +65,10 @@ struct BatchSeq {
   std::span<const int32_t> block_table;      // physical blocks covering [0, start_pos + n)
   bool sample = false;                       // sample one id after the chunk's last token
   bool all_logits = false;                   // keep the fp32 logits of every token of the chunk
+  // >= 0: tokens (one) is a stand-in for the id the previous launched step
+  // sampled for its seqs[prev_slot], which the backend takes from there (on
+  // the device) so the step can be launched before that id reached the host.
+  int prev_slot = -1;
   const SamplingParams* sampling = nullptr;  // valid when sample
   uint64_t sample_step = 0;                  // random stream index: tokens generated so far
 };
@@ -94,7 +101,19 @@ class BatchBackend {
   // bad input (token id out of range, block id out of the pool, position past
   // max_model_len); after a throw the blocks of this batch's sequences may
   // hold garbage, which the engine handles by failing those sequences.
-  virtual void step(const Batch& batch, std::span<int32_t> sampled) = 0;
+  // step() is launch() then finish().
+  void step(const Batch& batch, std::span<int32_t> sampled);
+
+  // launch() enqueues a step and returns once `batch` is no longer needed (its
+  // spans may change); the device may still be running it, or the one before.
+  // At most two steps are launched and not finished; steps run in launch
+  // order, so a step may read KV the one before it writes, and blocks freed
+  // after a launch may be handed to the next. finish() waits for the oldest
+  // unfinished step and writes its sampled ids as step() does (sampled.size()
+  // == that batch's seqs). The logits readers below refer to the last
+  // finished step and are valid only while no later step is launched.
+  virtual void launch(const Batch& batch) = 0;
+  virtual void finish(std::span<int32_t> sampled) = 0;
 
   // The device it runs on (the CPU default leaves the GPU fields empty).
   virtual DeviceInfo device_info() const { return {}; }
@@ -119,9 +138,10 @@ class BatchBackend {
 // present, one output slot each, tokens in each, positions inside
 // [0, max_model_len), enough blocks in the table for them, block ids inside
 // [0, num_blocks), sampling params where sampling, num_tokens the sum.
-// Also: at most max_logit_rows logits rows.
-void validate_batch(const Batch& batch, std::span<const int32_t> sampled, int max_model_len,
-                    int block_size, int num_blocks, int max_logit_rows);
+// Also: at most max_logit_rows logits rows, and prev_slot only on a
+// one-token sequence, inside [0, prev_seqs) (the previous launched step's).
+void validate_batch(const Batch& batch, int max_model_len, int block_size, int num_blocks,
+                    int max_logit_rows, int prev_seqs);
 
 // Logits rows of a batch (logit_rows) and where each sequence's start in the
 // [rows, vocab] logits of a step (head_row): a sampling sequence has its last

@@ -1,9 +1,19 @@
-// The engine step loop. One step:
+// The engine step loop, overlapped with the device: step N+1 is scheduled and
+// launched while the device still runs step N, then N's ids are read. One step:
 //   1. take new requests and aborts from the inbox (filled by any thread),
-//   2. let the scheduler pick the batch and reserve KV slots,
-//   3. run the backend over the batch,
-//   4. append sampled ids, check stop conditions, stream text,
+//   2. let the scheduler pick the batch and reserve KV slots (a sequence
+//      whose last id is still on the device decodes it from there: the
+//      backend reads it from the previous step's output),
+//   3. launch the batch and count its tokens as computed, each sampling
+//      sequence holding a stand-in for the id it will get,
+//   4. finish the previous step: put its ids in place of the stand-ins, check
+//      stop conditions, stream text; a sequence that stopped has at most one
+//      step in flight, whose result is dropped (its blocks are free at once:
+//      later steps run after it on the device),
 //   5. free finished sequences, then call the event callbacks with no lock held.
+// A step whose results the host must read before the next launch (penalties
+// or logprobs sampled on the host from its logits, prompt logits) is
+// finished at once.
 // Scheduler, block manager and sequences are touched only by the stepping
 // thread; other threads reach the engine through the inbox and the stats
 // snapshot, each behind its own mutex.
@@ -40,6 +50,24 @@ struct Active {
   int prompt_logits_sent = 0;  // prompt positions whose logits went out (recompute repeats none)
 };
 
+// A step launched and not yet finished: what the engine needs to read its
+// results, by request id (a request may finish while its step is in flight).
+struct Launched {
+  struct Entry {
+    RequestId id = 0;
+    int start_pos = 0, num_tokens = 0;
+    bool sample = false, all_logits = false;
+    uint64_t sample_step = 0;
+  };
+  std::vector<Entry> seqs;
+  int num_tokens = 0;
+  bool sync = false;  // finished before the next launch (host sampling, logits)
+};
+
+// Stands in for an id the device has sampled and the host not yet read; any
+// valid id (the backend takes the real one from the device).
+constexpr int32_t kStandIn = 0;
+
 bool contains(const std::vector<int32_t>& v, int32_t id) {
   return std::find(v.begin(), v.end(), id) != v.end();
 }
@@ -66,6 +94,7 @@ struct Engine::Impl {
 
   // Stepping-thread state.
   std::mutex step_mu;
+  std::optional<Launched> inflight;  // launched, not finished
   std::unordered_map<RequestId, std::unique_ptr<Active>> active;
   std::vector<std::pair<EventCallback*, EngineEvent>> pending_events;
   std::vector<std::unique_ptr<Active>> retired;  // finished this step; freed after callbacks
@@ -114,7 +143,7 @@ struct Engine::Impl {
     e.finish = a.seq.finish;
     e.error = std::move(error);
     e.prompt_tokens = a.seq.num_prompt_tokens;
-    e.completion_tokens = a.seq.num_generated();
+    e.completion_tokens = a.seq.num_generated() - a.seq.num_pending;
     if (a.logprob && !e.token_ids.empty()) {
       e.logprobs.push_back(std::move(*a.logprob));
       a.logprob.reset();
@@ -174,10 +203,13 @@ struct Engine::Impl {
     }
   }
 
-  // After a sampled id: the stop checks of generate(), in the same order.
+  // A sampled id in place of its stand-in (the oldest one), then the stop
+  // checks: eos or stop id, stop string, length.
   void on_sampled(Active& a, int32_t id) {
     Sequence& s = a.seq;
-    s.tokens.push_back(id);
+    HAYATE_CHECK(s.num_pending > 0, "engine: an id for sequence ", s.id, " that awaits none");
+    s.tokens[size_t(s.num_tokens() - s.num_pending)] = id;
+    --s.num_pending;
     const bool eos = !s.stop.ignore_eos && contains(s.stop.eos_ids, id);
     if (eos || contains(s.stop.stop_token_ids, id)) {
       // The stop id is reported but its text is not (as generate()).
@@ -192,7 +224,7 @@ struct Engine::Impl {
         return;
       }
     }
-    if (s.num_generated() >= s.stop.max_tokens) {
+    if (s.num_generated() - s.num_pending >= s.stop.max_tokens) {
       text += flush_text(a);
       finalize(s.id, a.stop && a.stop->stopped() ? FinishReason::kStop : FinishReason::kLength,
                {id}, std::move(text));
@@ -205,17 +237,29 @@ struct Engine::Impl {
     std::lock_guard<std::mutex> step_guard(step_mu);
     drain_inbox();
     SchedulerOutput out = scheduler.schedule();
-    bool worked = !out.empty() || !pending_events.empty();
-    if (!out.empty()) run_batch(out);
+    std::optional<Launched> prev = std::move(inflight);
+    inflight.reset();
+    bool worked = !out.empty() || prev.has_value() || !pending_events.empty();
+    if (!out.empty()) launch(out);
+    if (prev) finish(*prev);
+    if (inflight && inflight->sync) {
+      Launched now = std::move(*inflight);
+      inflight.reset();
+      finish(now);
+    }
     refresh_stats();
     dispatch_events();
     return worked;
   }
 
-  void run_batch(const SchedulerOutput& out) {
+  // Builds the batch, launches it and commits it: its tokens count as
+  // computed, and each sampling sequence gets a stand-in for its next id.
+  void launch(const SchedulerOutput& out) {
     Batch batch;
     batch.seqs.reserve(out.seqs.size());
-    for (const ScheduledSeq& s : out.seqs) {
+    Launched l;
+    for (size_t i = 0; i < out.seqs.size(); ++i) {
+      const ScheduledSeq& s = out.seqs[i];
       Sequence& q = *s.seq;
       BatchSeq b;
       b.seq_id = q.id;
@@ -227,53 +271,79 @@ struct Engine::Impl {
       b.all_logits = s.all_logits;
       b.sampling = &q.sampling;
       b.sample_step = uint64_t(q.num_generated());
+      if (s.from_device) b.prev_slot = q.slot;
+      q.slot = int(i);
       batch.seqs.push_back(b);
+      l.seqs.push_back({q.id, s.start_pos, s.num_tokens, s.sample, s.all_logits, b.sample_step});
+      l.sync = l.sync || s.all_logits || (s.sample && q.sampling.needs_host());
     }
     batch.num_tokens = out.num_tokens;
-    std::vector<int32_t> sampled(batch.seqs.size(), -1);
+    l.num_tokens = out.num_tokens;
     try {
-      backend.step(batch, sampled);
+      backend.launch(batch);
     } catch (const std::exception& e) {
-      // The blocks of this batch may hold garbage now: fail every sequence in
-      // it (their blocks return to the pool) and keep serving the others.
-      std::string why = cat("engine step failed: ", e.what());
-      for (const ScheduledSeq& s : out.seqs) finalize(s.seq->id, FinishReason::kAbort, {}, {}, why);
+      fail_batch(l, cat("engine step failed: ", e.what()));
       return;
     }
     scheduler.commit(out);
-    uint64_t generated = 0;
-    for (const ScheduledSeq& s : out.seqs) generated += s.sample ? 1 : 0;
+    for (const ScheduledSeq& s : out.seqs) {
+      if (!s.sample || s.seq->stop.max_tokens == 0) continue;
+      s.seq->tokens.push_back(kStandIn);
+      ++s.seq->num_pending;
+    }
     {
       std::lock_guard<std::mutex> g(stats_mu);
       ++stats.steps;
       stats.computed_tokens_total += uint64_t(out.num_tokens);
-      stats.generation_tokens_total += generated;
     }
+    inflight = std::move(l);
+  }
+
+  // The blocks of a failed batch may hold garbage now: fail every sequence
+  // in it (their blocks return to the pool) and keep serving the others.
+  void fail_batch(const Launched& l, const std::string& why) {
+    for (const Launched::Entry& s : l.seqs) finalize(s.id, FinishReason::kAbort, {}, {}, why);
+  }
+
+  // Reads a launched step's ids and applies them in batch order.
+  void finish(const Launched& l) {
+    std::vector<int32_t> sampled(l.seqs.size(), -1);
+    try {
+      backend.finish(sampled);
+    } catch (const std::exception& e) {
+      fail_batch(l, cat("engine step failed: ", e.what()));
+      return;
+    }
+    uint64_t generated = 0;
     int j = -1;  // index among the sampling sequences (last_logits_row's order)
-    for (size_t i = 0; i < out.seqs.size(); ++i) {
-      RequestId id = out.seqs[i].seq->id;
-      if (out.seqs[i].all_logits) send_prompt_logits(*active.at(id), out.seqs[i], int(i));
-      if (!out.seqs[i].sample) continue;
-      ++j;
-      Active& a = *active.at(id);
+    for (size_t i = 0; i < l.seqs.size(); ++i) {
+      const Launched::Entry& s = l.seqs[i];
+      j += s.sample ? 1 : 0;
+      auto it = active.find(s.id);
+      if (it == active.end()) continue;  // finished while the step was in flight
+      Active& a = *it->second;
+      if (s.all_logits) send_prompt_logits(a, s, int(i));
+      if (!s.sample) continue;
       if (a.seq.stop.max_tokens == 0) {  // a prompt-only request: scored, nothing generated
-        finalize(id, FinishReason::kLength, {}, {});
+        finalize(s.id, FinishReason::kLength, {}, {});
         continue;
       }
       try {
-        if (a.seq.sampling.needs_host())
-          sample_on_host(a, j, batch.seqs[i].sample_step, sampled[i]);
+        if (a.seq.sampling.needs_host()) sample_on_host(a, j, s.sample_step, sampled[i]);
         HAYATE_CHECK(sampled[i] >= 0 && sampled[i] < backend.config().vocab_size,
                      "backend sampled id ", sampled[i], " outside the vocabulary");
+        ++generated;
         on_sampled(a, sampled[i]);
       } catch (const std::exception& e) {
-        finalize(id, FinishReason::kAbort, {}, {}, cat("engine: ", e.what()));
+        finalize(s.id, FinishReason::kAbort, {}, {}, cat("engine: ", e.what()));
       }
     }
+    std::lock_guard<std::mutex> g(stats_mu);
+    stats.generation_tokens_total += generated;
   }
 
   // The chunk's logits rows of prompt positions not sent before, as an event.
-  void send_prompt_logits(Active& a, const ScheduledSeq& s, int i) {
+  void send_prompt_logits(Active& a, const Launched::Entry& s, int i) {
     const size_t V = size_t(backend.config().vocab_size);
     const int end = std::min(s.start_pos + s.num_tokens, a.seq.num_prompt_tokens);
     const int from = std::max(s.start_pos, a.prompt_logits_sent);
@@ -296,8 +366,9 @@ struct Engine::Impl {
     const SamplingParams& p = a.seq.sampling;
     row.resize(size_t(backend.config().vocab_size));
     backend.last_logits_row(j, row);
-    SampleResult r =
-        sample_with_logprobs(row, p, step, a.seq.prompt(), a.seq.generated(), work, seen);
+    const std::span<const int32_t> generated =
+        a.seq.generated().first(size_t(a.seq.num_generated() - a.seq.num_pending));
+    SampleResult r = sample_with_logprobs(row, p, step, a.seq.prompt(), generated, work, seen);
     id = r.id;
     if (p.logprobs >= 0) a.logprob = std::move(r);
   }
@@ -403,6 +474,11 @@ struct Engine::Impl {
   // Every request still held (queued or in flight) gets its final event.
   void abort_everything() {
     std::lock_guard<std::mutex> step_guard(step_mu);
+    if (inflight) {  // the device may still run it: wait, and keep what it made
+      Launched l = std::move(*inflight);
+      inflight.reset();
+      finish(l);
+    }
     drain_inbox();
     std::vector<RequestId> ids;
     for (auto& [id, a] : active) ids.push_back(id);

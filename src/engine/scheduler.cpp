@@ -38,7 +38,14 @@ void Scheduler::preempt(Sequence* seq) {
   waiting_.push_front(seq);
 }
 
+bool Scheduler::ready(const Sequence& seq) {
+  if (seq.num_pending == 0) return true;
+  return seq.num_pending == 1 && seq.num_uncomputed() == 1 &&
+         seq.num_generated() < seq.stop.max_tokens;
+}
+
 int Scheduler::chunk_of(const Sequence& seq, int budget, int rows_left) const {
+  if (!ready(seq)) return 0;
   const int n = std::min(seq.num_uncomputed(), budget);
   if (seq.prompt_logits && seq.num_computed_tokens < seq.num_prompt_tokens)
     return std::min(n, rows_left);  // a row per token (the last one's is the sampling row)
@@ -49,7 +56,7 @@ int Scheduler::chunk_of(const Sequence& seq, int budget, int rows_left) const {
 ScheduledSeq Scheduler::scheduled(Sequence* seq, int n) const {
   const int start = seq->num_computed_tokens;
   return {seq, start, n, start + n == seq->num_tokens(),
-          seq->prompt_logits && start < seq->num_prompt_tokens};
+          seq->prompt_logits && start < seq->num_prompt_tokens, seq->num_pending == 1};
 }
 
 static int logit_rows_of(const ScheduledSeq& s) {
@@ -65,7 +72,7 @@ SchedulerOutput Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
     const int n = chunk_of(*seq, budget, rows_left);
-    if (n == 0) {  // no logits rows left this step: it runs in the next
+    if (n == 0) {  // not ready, or no logits rows left this step: it runs in a later one
       ++i;
       continue;
     }

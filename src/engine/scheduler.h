@@ -7,7 +7,9 @@
 // sequence is preempted by recompute: its blocks are freed and it goes back
 // to the front of the waiting queue with num_computed_tokens = 0. Sequences
 // that want their prompt's logits (perplexity, prompt logprobs) have their
-// prefill chunks cut to the step's logits rows.
+// prefill chunks cut to the step's logits rows. A sequence whose last id is
+// still on the device (a launched step's, not yet read) decodes it from there
+// (ScheduledSeq::from_device) or waits.
 //
 // Invariant: every running sequence arrived before every waiting one, so
 // `running_` is in arrival order and its back is the preemption victim.
@@ -37,6 +39,7 @@ struct ScheduledSeq {
   int num_tokens = 0;   // run tokens [start_pos, start_pos + num_tokens)
   bool sample = false;  // the chunk reaches the end of the sequence's tokens
   bool all_logits = false;  // a prompt_logits sequence's chunk inside its prompt
+  bool from_device = false;  // its one token is the stand-in of an id still on the device
 };
 
 struct SchedulerOutput {
@@ -79,6 +82,9 @@ class Scheduler {
   void preempt(Sequence* seq);
   // Tokens of `seq` to run now under the token and logits-row budgets (0: none).
   int chunk_of(const Sequence& seq, int budget, int rows_left) const;
+  // Whether `seq` can run now: a sequence whose last id is still on the
+  // device only as a decode of that id, and not when it is its last id.
+  static bool ready(const Sequence& seq);
   ScheduledSeq scheduled(Sequence* seq, int n) const;
 
   BlockManager& blocks_;

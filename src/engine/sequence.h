@@ -45,6 +45,10 @@ struct Sequence {
   int num_preemptions = 0;
   // Keep the logits of every prompt position (perplexity, prompt logprobs).
   bool prompt_logits = false;
+  // The last num_pending tokens stand in for ids that launched steps sample
+  // and the host has not read yet (0, 1, or 2 for a moment during a step).
+  int num_pending = 0;
+  int slot = -1;  // its index in the last launched batch
 
   int num_tokens() const { return int(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }

@@ -1,8 +1,10 @@
-// The runner through the engine on a scripted backend: its step returns a
-// fixed id sequence and advances a fake device clock (prefill 10 ms, 2 ms per
-// decode step), and its timers read that clock, so every timing is exact.
+// The runner through the engine on a scripted backend: its steps return a
+// fixed id sequence and advance a fake device clock when the host waits for
+// them (prefill 10 ms, 2 ms per decode step), and its timers read that
+// clock, so every timing is exact.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <sstream>
 
 #include "bench/runner.h"
@@ -39,8 +41,8 @@ class ScriptedBackend final : public BatchBackend {
   int block_size() const override { return 16; }
   int max_model_len() const override { return 64; }
   int max_logit_rows() const override { return 1; }
-  void step(const Batch& batch, std::span<int32_t> sampled) override {
-    validate_batch(batch, sampled, 64, 16, 4, 1);
+  void launch(const Batch& batch) override {
+    validate_batch(batch, 64, 16, 4, 1, 1);
     EXPECT_EQ(batch.seqs.size(), 1u);  // one request at a time: a batch of one
     const BatchSeq& s = batch.seqs[0];
     EXPECT_TRUE(s.sampling->greedy());
@@ -48,13 +50,18 @@ class ScriptedBackend final : public BatchBackend {
       ++requests;
       if (requests == fail_on_request) fail("scripted device fault");
       prompt_lengths.push_back(int(s.tokens.size()));
-      clock_ms += 10.0;
     } else {
       EXPECT_EQ(s.tokens.size(), 1u);
-      clock_ms += 2.0;
     }
     // The eos id comes third: only ignore_eos carries the request past it.
-    sampled[0] = s.sample_step == 2 ? kEos : int32_t(1000 + s.sample_step);
+    unfinished.push_back({s.sample_step == 2 ? kEos : int32_t(1000 + s.sample_step),
+                          s.start_pos == 0 ? 10.0 : 2.0});
+  }
+  // The host waits for the step here: the device's clock has run its time.
+  void finish(std::span<int32_t> sampled) override {
+    sampled[0] = unfinished.front().first;
+    clock_ms += unfinished.front().second;
+    unfinished.pop_front();
   }
   void last_logits_row(int, std::span<float>) override { fail("not sampled on the host"); }
   void last_chunk_logits(int, std::span<float>) override { fail("no prompt logits"); }
@@ -67,6 +74,7 @@ class ScriptedBackend final : public BatchBackend {
   int requests = 0;
   int fail_on_request = -1;
   std::vector<int> prompt_lengths;
+  std::deque<std::pair<int32_t, double>> unfinished;  // launched steps: id, device ms
 
  private:
   ModelConfig config_;

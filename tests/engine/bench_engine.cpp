@@ -12,6 +12,9 @@
 #include <chrono>
 #include <string>
 
+#include <deque>
+#include <vector>
+
 #include "bench/throughput.h"
 #include "engine/batch_backend.h"
 #include "model/model.h"
@@ -27,12 +30,21 @@ class NullBackend final : public BatchBackend {
   int num_blocks() const override { return 1 << 20; }
   int block_size() const override { return 16; }
   int max_model_len() const override { return max_len_; }
-  void step(const Batch& batch, std::span<int32_t> sampled) override {
-    validate_batch(batch, sampled, max_len_, block_size(), num_blocks(), max_logit_rows());
+  void launch(const Batch& batch) override {
+    validate_batch(batch, max_len_, block_size(), num_blocks(), max_logit_rows(),
+                   int(last_.size()));
+    std::vector<int32_t> ids(batch.seqs.size(), -1);
     for (size_t i = 0; i < batch.seqs.size(); ++i)
       if (batch.seqs[i].sample)  // never an EOS id: every request runs to its length
-        sampled[i] = int32_t(1000 + (batch.seqs[i].seq_id + batch.seqs[i].sample_step) % 1000);
+        ids[i] = int32_t(1000 + (batch.seqs[i].seq_id + batch.seqs[i].sample_step) % 1000);
+    last_ = ids;
+    unfinished_.push_back(std::move(ids));
     ++steps;
+  }
+  void finish(std::span<int32_t> sampled) override {
+    for (size_t i = 0; i < sampled.size(); ++i)
+      if (unfinished_.front()[i] >= 0) sampled[i] = unfinished_.front()[i];
+    unfinished_.pop_front();
   }
   void last_logits_row(int, std::span<float>) override {}
   void last_chunk_logits(int, std::span<float>) override {}
@@ -41,6 +53,8 @@ class NullBackend final : public BatchBackend {
   int64_t steps = 0;
 
  private:
+  std::vector<int32_t> last_;
+  std::deque<std::vector<int32_t>> unfinished_;
   ModelConfig c_;
   int max_len_;
 };

@@ -154,13 +154,14 @@ class FlakyBackend final : public BatchBackend {
   int num_blocks() const override { return inner_.num_blocks(); }
   int block_size() const override { return inner_.block_size(); }
   int max_model_len() const override { return inner_.max_model_len(); }
-  void step(const Batch& batch, std::span<int32_t> sampled) override {
+  void launch(const Batch& batch) override {
     if (fail_next) {
       fail_next = false;
       fail("injected device fault");
     }
-    inner_.step(batch, sampled);
+    inner_.launch(batch);
   }
+  void finish(std::span<int32_t> sampled) override { inner_.finish(sampled); }
   void last_logits_row(int j, std::span<float> out) override { inner_.last_logits_row(j, out); }
   void last_chunk_logits(int i, std::span<float> out) override {
     inner_.last_chunk_logits(i, out);

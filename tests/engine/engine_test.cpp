@@ -1,10 +1,13 @@
-// The batching engine on the CPU paged backend against the single-sequence
-// CPU backend: identical greedy (and seeded) ids whatever else is in the
-// batch, across chunked prefill and forced preemption; aborts in every state
-// return every block; bad requests are rejected at submission.
+// The batching engine on the CPU paged backend against one sequence stepped
+// by hand: identical greedy (and seeded) ids whatever else is in the batch,
+// across chunked prefill, forced preemption and steps launched before the
+// previous one's ids were read; aborts in every state (a step in flight
+// included) return every block; a sequence that stops while its next step
+// is in flight wastes that one step; bad requests are rejected at submission.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "core/check.h"
 #include "engine/block_manager.h"
@@ -59,6 +62,94 @@ std::vector<Case> mixed_cases(uint32_t seed, int count) {
     cases.push_back(std::move(c));
   }
   return cases;
+}
+
+// Counts what the backend ran per request and how many steps were launched
+// before the previous one was finished.
+class CountingBackend final : public BatchBackend {
+ public:
+  explicit CountingBackend(BatchBackend& inner) : inner_(inner) {}
+  std::string name() const override { return "counting"; }
+  const ModelConfig& config() const override { return inner_.config(); }
+  int num_blocks() const override { return inner_.num_blocks(); }
+  int block_size() const override { return inner_.block_size(); }
+  int max_model_len() const override { return inner_.max_model_len(); }
+  int max_logit_rows() const override { return inner_.max_logit_rows(); }
+  double weight_bytes_per_token() const override { return 0.0; }
+  void launch(const Batch& batch) override {
+    for (const BatchSeq& s : batch.seqs) {
+      tokens_run[s.seq_id] += int(s.tokens.size());
+      from_device += s.prev_slot >= 0 ? 1 : 0;
+    }
+    overlapped += unfinished > 0 ? 1 : 0;
+    ++unfinished;
+    inner_.launch(batch);
+  }
+  void finish(std::span<int32_t> sampled) override {
+    --unfinished;
+    inner_.finish(sampled);
+  }
+  void last_logits_row(int j, std::span<float> out) override { inner_.last_logits_row(j, out); }
+  void last_chunk_logits(int i, std::span<float> out) override {
+    inner_.last_chunk_logits(i, out);
+  }
+  std::map<uint64_t, int> tokens_run;
+  int overlapped = 0, from_device = 0, unfinished = 0;
+
+ private:
+  BatchBackend& inner_;
+};
+
+TEST_F(EngineTest, StepsRunAheadOfTheirIdsAndAStopWastesOneStep) {
+  auto inner = paged(32);
+  CountingBackend backend(*inner);
+  Engine engine(backend, nullptr, {4, 16});
+  std::mt19937 rng(31);
+  const std::vector<int32_t> p1 = random_prompt(rng, 6), p2 = random_prompt(rng, 9);
+  const std::vector<int32_t> ref = reference(p1, 12);
+  // p1 stops at its 5th id (a stop id, unknown to the scheduler), p2 by length.
+  Sink sink;
+  EngineRequest a = request(p1, 12, sink);
+  a.stop_token_ids = {ref[4]};
+  const size_t stop_at = size_t(std::find(ref.begin(), ref.end(), ref[4]) - ref.begin());
+  RequestId ia = engine.submit(std::move(a));
+  RequestId ib = engine.submit(request(p2, 7, sink));
+  engine.run_until_idle();
+  EXPECT_EQ(sink.get(ia).ids, std::vector<int32_t>(ref.begin(), ref.begin() + ptrdiff_t(stop_at) + 1));
+  EXPECT_EQ(sink.get(ia).finish, FinishReason::kStop);
+  EXPECT_EQ(sink.get(ib).ids, reference(p2, 7));
+  // a ran its prompt and its ids up to the stop, plus the one step that was
+  // already in flight when the stop id was read; b ran no step past its last id.
+  EXPECT_EQ(backend.tokens_run[ia], int(p1.size() + stop_at) + 1);
+  EXPECT_EQ(backend.tokens_run[ib], int(p2.size()) + 7 - 1);
+  EXPECT_GT(backend.overlapped, 0);
+  EXPECT_GT(backend.from_device, 0);
+  EXPECT_EQ(backend.unfinished, 0);  // b's last id was not run: nothing is left in flight
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  engine.submit(request(p2, 2, sink));
+  engine.run_until_idle();
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineTest, AbortWithAStepInFlightFreesEveryBlock) {
+  auto inner = paged(32);
+  CountingBackend backend(*inner);
+  Engine engine(backend, nullptr, {4, 16});
+  std::mt19937 rng(32);
+  Sink sink;
+  const std::vector<int32_t> p = random_prompt(rng, 5), q = random_prompt(rng, 4);
+  RequestId a = engine.submit(request(p, 20, sink));
+  RequestId b = engine.submit(request(q, 6, sink));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(engine.step());
+  ASSERT_EQ(backend.unfinished, 1);  // a step is in flight with a's next id
+  engine.abort(a);
+  engine.run_until_idle();
+  EXPECT_EQ(sink.get(a).finish, FinishReason::kAbort);
+  EXPECT_EQ(sink.get(a).finals, 1);
+  EXPECT_FALSE(sink.get(a).event_after_final);
+  EXPECT_EQ(sink.get(b).ids, reference(q, 6));
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  EXPECT_EQ(engine.stats().requests_aborted_total, 1u);
 }
 
 TEST_F(EngineTest, BatchedGreedyEqualsSingleSequence) {

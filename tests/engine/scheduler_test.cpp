@@ -72,6 +72,61 @@ struct Sim {
   }
 };
 
+// The engine's overlapped loop: a step's ids reach the host only after the
+// next step was scheduled and committed; until then each sampling sequence
+// holds a stand-in (-1) at its end.
+struct LaggedSim : Sim {
+  using Sim::Sim;
+  std::vector<Sequence*> in_flight;  // sampled by the last step, not yet read
+
+  SchedulerOutput step() {
+    SchedulerOutput out = sched.schedule();
+    for (const ScheduledSeq& s : out.seqs) {
+      const Sequence& q = *s.seq;
+      // Only a decode of the stand-in itself may run before it is read, and
+      // never the sequence's last id.
+      EXPECT_EQ(s.from_device, q.num_pending == 1) << q.id;
+      if (s.from_device) {
+        EXPECT_EQ(s.num_tokens, 1);
+        EXPECT_EQ(s.start_pos, q.num_tokens() - 1);
+        EXPECT_LT(q.num_generated(), q.stop.max_tokens);
+      }
+      for (int t = s.start_pos; t < s.start_pos + s.num_tokens; ++t)
+        if (!s.from_device) EXPECT_GE(q.tokens[size_t(t)], 0) << "a stand-in runs as input";
+    }
+    for (Sequence* w : sched.waiting()) EXPECT_TRUE(w->block_table.empty());
+    sched.commit(out);
+    std::vector<Sequence*> now;
+    for (const ScheduledSeq& s : out.seqs) {
+      if (!s.sample) continue;
+      s.seq->tokens.push_back(-1);
+      ++s.seq->num_pending;
+      now.push_back(s.seq);
+    }
+    for (Sequence* q : in_flight) {  // the previous step's ids arrive
+      if (q->status == SeqStatus::kFinished) continue;
+      const int at = q->num_tokens() - q->num_pending;
+      q->tokens[size_t(at)] = int32_t(at - q->num_prompt_tokens + 100);
+      --q->num_pending;
+      if (q->num_generated() - q->num_pending >= q->stop.max_tokens) {
+        sched.remove(q);
+        finish_order.push_back(q->id);
+      }
+    }
+    in_flight = std::move(now);
+    return out;
+  }
+
+  int run(int max_steps = 10000) {
+    int steps = 0;
+    while ((!sched.empty() || !in_flight.empty()) && steps < max_steps) {
+      step();
+      ++steps;
+    }
+    return steps;
+  }
+};
+
 TEST(Scheduler, RejectsBadOptions) {
   BlockManager bm(4, 4);
   EXPECT_THROW(Scheduler(bm, {0, 16}), Error);
@@ -262,6 +317,105 @@ TEST(Scheduler, RandomWorkloadsCompleteWithoutLeaks) {
     }
     EXPECT_EQ(sim.blocks.num_used(), 0);
   }
+}
+
+TEST(Scheduler, AnIdStillOnTheDeviceDecodesFromThereOrWaits) {
+  LaggedSim sim(16, 4, 4, 32);
+  Sequence* a = sim.add(3, 3);
+  sim.step();  // a's prompt; its first id is in flight
+  EXPECT_EQ(a->num_pending, 1);
+  auto o = sim.step();  // a decodes that id from the device; the first id arrives
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_TRUE(o.seqs[0].from_device);
+  EXPECT_EQ(a->num_generated(), 2);
+  EXPECT_EQ(a->num_pending, 1);
+  o = sim.step();  // a decodes its second id, sampling its third (its last); the second arrives
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_EQ(a->num_generated(), 3);
+  o = sim.step();  // a's last id is not run: nothing is scheduled; the last arrives
+  EXPECT_TRUE(o.seqs.empty());
+  EXPECT_EQ(a->status, SeqStatus::kFinished);
+  EXPECT_EQ(sim.blocks.num_used(), 0);
+  EXPECT_EQ((std::vector<int32_t>(a->generated().begin(), a->generated().end())),
+            (std::vector<int32_t>{100, 101, 102}));
+}
+
+TEST(Scheduler, APreemptedSequenceWaitsForItsIdInFlight) {
+  // 3 blocks of 2: b preempts itself at its 2nd decode while its id is in flight.
+  LaggedSim sim(3, 2, 4, 16);
+  Sequence* a = sim.add(2, 3);
+  Sequence* b = sim.add(2, 3);
+  sim.step();
+  auto o = sim.step();  // a takes the last block; b (stand-in in flight) is preempted
+  ASSERT_EQ(o.preempted.size(), 1u);
+  EXPECT_EQ(o.preempted[0], b);
+  EXPECT_EQ(b->num_pending, 0);  // its id arrived at the end of that step
+  sim.run();
+  EXPECT_EQ(a->num_generated(), 3);
+  EXPECT_EQ(b->num_generated(), 3);
+  for (Sequence* s : {a, b})
+    for (int g = 0; g < 3; ++g) EXPECT_EQ(s->generated()[size_t(g)], g + 100);
+  EXPECT_EQ(sim.blocks.num_used(), 0);
+}
+
+TEST(Scheduler, RandomWorkloadsCompleteWithoutLeaksWhenIdsLag) {
+  std::mt19937 rng(4321);
+  for (int trial = 0; trial < 20; ++trial) {
+    int block_size = 1 + int(rng() % 8);
+    int max_seqs = 1 + int(rng() % 6);
+    int budget = max_seqs + int(rng() % 20);
+    int max_len = 40;
+    int num_blocks = (max_len + block_size - 1) / block_size + int(rng() % 20);
+    LaggedSim sim(num_blocks, block_size, max_seqs, budget);
+    std::vector<Sequence*> all;
+    for (int i = 0; i < 12; ++i) {
+      int prompt = 1 + int(rng() % 30);
+      int out = 1 + int(rng() % (max_len - prompt));
+      all.push_back(sim.add(prompt, out));
+    }
+    int steps = sim.run();
+    ASSERT_LT(steps, 10000) << "trial " << trial << " did not finish";
+    for (Sequence* s : all) {
+      EXPECT_EQ(s->status, SeqStatus::kFinished);
+      EXPECT_EQ(s->num_pending, 0);
+      EXPECT_EQ(s->num_generated(), s->stop.max_tokens);
+      for (int g = 0; g < s->num_generated(); ++g) EXPECT_EQ(s->generated()[size_t(g)], g + 100);
+    }
+    EXPECT_EQ(sim.blocks.num_used(), 0);
+  }
+}
+
+TEST(Scheduler, PromptLogitsChunksFitTheStepsLogitsRows) {
+  BlockManager blocks(64, 4);
+  Scheduler sched(blocks, {2, 64, 8});  // 8 logits rows per step
+  Sequence a, b;
+  for (Sequence* s : {&a, &b}) {
+    s->tokens.assign(20, 1);
+    s->num_prompt_tokens = 20;
+    s->stop.max_tokens = 0;
+    s->prompt_logits = true;
+  }
+  a.id = a.arrival = 0;
+  b.id = b.arrival = 1;
+  sched.add(&a);
+  sched.add(&b);
+  SchedulerOutput o = sched.schedule();  // a takes all 8 rows; b waits (FCFS)
+  ASSERT_EQ(o.seqs.size(), 1u);
+  EXPECT_EQ(o.seqs[0].num_tokens, 8);
+  EXPECT_TRUE(o.seqs[0].all_logits);
+  sched.commit(o);
+  int steps = 1;
+  while (a.num_computed_tokens < 20 || b.num_computed_tokens < 20) {
+    o = sched.schedule();
+    int rows = 0;
+    for (const ScheduledSeq& s : o.seqs) rows += s.all_logits ? s.num_tokens : s.sample ? 1 : 0;
+    EXPECT_LE(rows, 8);
+    EXPECT_GT(rows, 0);
+    sched.commit(o);
+    ASSERT_LT(++steps, 20);
+  }
+  EXPECT_EQ(steps, 5);  // 40 rows, 8 a step
+  EXPECT_THROW(Scheduler(blocks, {4, 64, 2}), Error);  // fewer rows than sequences
 }
 
 }  // namespace

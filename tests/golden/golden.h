@@ -19,7 +19,14 @@ inline std::string data_dir() { return std::string(HAYATE_SOURCE_DIR) + "/tests/
 inline const std::vector<std::string>& checkpoints() {
   static const std::vector<std::string> names = {
       "gqa1_untied_bf16", "gqa2_tied_fp16_sharded", "gqa4_headdim_bf16",
-      "gqa2_f32_norope_scaling", "realvocab_tied_bf16"};
+      "gqa2_f32_norope_scaling", "realvocab_tied_bf16", "hd64_gqa2_fp16",
+      "hd128_gqa4_tied_bf16"};
+  return names;
+}
+
+// The checkpoints whose head size the CUDA backend's kernels take (32, 64, 128).
+inline const std::vector<std::string>& cuda_checkpoints() {
+  static const std::vector<std::string> names = {"hd64_gqa2_fp16", "hd128_gqa4_tied_bf16"};
   return names;
 }
 

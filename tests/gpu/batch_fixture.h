@@ -1,6 +1,6 @@
 // Shared by the batched CUDA backend tests (test_batch_backend.cpp,
 // test_batch_sampling.cpp): the fixture (dummy:tiny with the vocabulary cut
-// to 512 ids, fp16 on the GPU; the CPU backends as oracles), the host-sampler
+// to 512 ids, fp16 on the GPU; the CPU backend as the oracle), the host-sampler
 // judge, per-row sampling parameters, an environment guard and an Engine run.
 // A named namespace: gtest needs one fixture type per suite name across files.
 #pragma once
@@ -20,14 +20,13 @@
 
 #include "core/check.h"
 #include "core/rng.h"
-#include "cpu/cpu_backend.h"
 #include "cpu/cpu_paged_backend.h"
-#include "cuda/cuda_backend.h"
 #include "cuda/cuda_batch_backend.h"
 #include "cuda/ops.h"
 #include "engine/engine.h"
 #include "engine/sampling.h"
 #include "gpu/gpu_test_util.h"
+#include "gpu/one_seq.h"
 #include "model/model.h"
 
 namespace hayate::batch_test {
@@ -62,13 +61,13 @@ class BatchBackendTest : public ::testing::Test {
     o.max_num_seqs = max_seqs;
     o.max_num_batched_tokens = 256;
     o.dtype = DType::F16;
+    o.switches = Switches::from_environment();  // as the binary reads them (EnvGuard)
     return o;
   }
 
-  static std::unique_ptr<Backend> single_cpu(int max_len = kMaxLen) {
-    BackendOptions o;
-    o.max_context = max_len;
-    return make_cpu_backend(*model_, o);
+  // One sequence through the fp32 CPU backend, stepped by hand.
+  static hayate::test::OwnedSeq single_cpu(int max_len = kMaxLen) {
+    return hayate::test::own(hayate::test::cpu_oracle_backend(*model_, max_len));
   }
 
   static int32_t argmax(std::span<const float> v) {

@@ -1,7 +1,8 @@
-// The CUDA forward pass against the fp32 CPU reference on dummy:tiny (the
-// same counter-based weights on both), in fp16 and bf16: prefill (GEMM path,
-// all logits), decode (the captured graph), greedy ids, seeded sampling,
-// rewinding, and the errors for bad input.
+// One sequence through the CUDA backend against the fp32 CPU backend on
+// dummy:tiny (the same counter-based weights on both), in fp16 and bf16, with
+// bucket 1 on the persistent decode kernel and on batched GEMVs: prefill (GEMM
+// path, all logits), decode (the captured graph), greedy ids, seeded
+// sampling, rewriting a position, and the errors for bad input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,10 +11,10 @@
 #include <functional>
 
 #include "core/check.h"
-#include "cpu/cpu_backend.h"
-#include "cuda/cuda_backend.h"
+#include "cuda/cuda_batch_backend.h"
 #include "engine/sampling.h"
 #include "gpu/gpu_test_util.h"
+#include "gpu/one_seq.h"
 #include "model/model.h"
 
 namespace hayate::cuda::test {
@@ -33,8 +34,8 @@ int32_t argmax(std::span<const float> v) {
   return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// Every test runs per dtype, on the per-kernel decode graph and on the
-// persistent decode kernel (CudaTuning::persistent, decode_persistent.cu).
+// Every test runs per dtype, with bucket 1 on batched GEMVs and on the
+// persistent decode kernel (decode_persistent.cu).
 struct FwdParam {
   DType dtype;
   bool persistent;
@@ -47,8 +48,19 @@ class ForwardTest : public ::testing::TestWithParam<FwdParam> {
     seed_ = fresh_seed();
     rng_.seed(seed_);
     model_ = std::make_unique<Model>(load_model("dummy:tiny", seed_ % 1000, HAYATE_ASSETS_DIR));
-    cpu_ = make_cpu_backend(*model_, {kCtx, DType::F32, 0});
-    gpu_ = make_cuda_backend(*model_, {kCtx, dtype(), 0}, tuning());
+    cpu_ = hayate::test::own(hayate::test::cpu_oracle_backend(*model_, kCtx));
+    gpu_ = hayate::test::own(gpu_backend(kCtx));
+  }
+  // The CUDA backend of `hayate generate`: one sequence of up to max_len tokens.
+  std::unique_ptr<BatchBackend> gpu_backend(int max_len, DType dt = DType::F16, bool own = true) {
+    BatchBackendOptions o;
+    o.max_model_len = max_len;
+    o.num_blocks = (max_len + 15) / 16;
+    o.max_num_seqs = 1;
+    o.max_logit_rows = max_len;
+    o.max_num_batched_tokens = 256;
+    o.dtype = own ? dtype() : dt;
+    return make_cuda_batch_backend(*model_, o, matmul());
   }
   std::vector<int32_t> random_tokens(int n) {
     std::uniform_int_distribution<int32_t> d(0, model_->config.vocab_size - 1);
@@ -57,19 +69,21 @@ class ForwardTest : public ::testing::TestWithParam<FwdParam> {
     return t;
   }
   DType dtype() const { return GetParam().dtype; }
-  CudaTuning tuning() const { return {.persistent = GetParam().persistent}; }
+  DecodeMatmul matmul() const {
+    return GetParam().persistent ? DecodeMatmul::kPersistent : DecodeMatmul::kGemv;
+  }
   static constexpr int kCtx = 320;
   static constexpr double kTol = 2e-2;  // relative L2 error of a logits row
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Backend> cpu_, gpu_;
+  hayate::test::OwnedSeq cpu_, gpu_;
 };
 
 TEST_P(ForwardTest, PrefillThenGreedyDecodeMatchesCpu) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   const size_t V = model_->config.vocab_size;
-  for (int n : {21, 300}) {  // 300 > one prefill chunk of 256
+  for (int n : {21, 300}) {  // 300 > one step's 256 tokens: OneSeq runs it as one chunk
     SCOPED_TRACE(::testing::Message() << "prompt " << n);
     auto prompt = random_tokens(n);
     std::vector<float> lc(n * V), lg(n * V, NAN);
@@ -101,8 +115,8 @@ TEST_P(ForwardTest, PrefillThenGreedyDecodeMatchesCpu) {
       const int32_t in = tok;
       const int32_t gid = gpu_->forward_sample(std::span(&in, 1), pos, SamplingParams{}, s);
       std::vector<float> c(V), g(V, NAN);
-      cpu_->forward(std::span(&in, 1), pos, c, false);
-      gpu_->forward(std::span(&in, 1), pos, g, false);  // same position again: idempotent
+      cpu_->forward(std::span(&in, 1), pos, c);
+      gpu_->forward(std::span(&in, 1), pos, g);  // same position again: idempotent
       ASSERT_LE(rel_err(g, c), kTol) << "decode step " << s;
       check_pick(gid, c, "decode step", s);
       tok = argmax(c);  // both continue from the CPU's choice
@@ -119,8 +133,8 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
   auto prompt = random_tokens(9);
   std::vector<float> c(V), g(V);
   const std::span<const int32_t> head(prompt.data(), 8);
-  cpu_->forward(head, 0, c, false);
-  gpu_->forward(head, 0, g, false);
+  cpu_->forward(head, 0, c);
+  gpu_->forward(head, 0, g);
   const SamplingParams p{0.9f, 0.95f, 50, 0.0f, seed_};
   int same = 0, same_own = 0, outside_top_k = 0, near_boundary = 0;
   const int steps = 20;
@@ -129,19 +143,19 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
     const int pos = 8 + s;
     // The device samples from its own logits after `tok`; the host from the CPU's.
     const int32_t got = gpu_->forward_sample(std::span(&tok, 1), pos, p, s);
-    cpu_->forward(std::span(&tok, 1), pos, c, false);
+    cpu_->forward(std::span(&tok, 1), pos, c);
     const int32_t want = sample_token(c, p, s);
     same += got == want;
     // The host sampler on the device's own logits (the same step again: the
     // decode step is deterministic and rewrites the same cache row).
-    gpu_->forward(std::span(&tok, 1), pos, g, false);
+    gpu_->forward(std::span(&tok, 1), pos, g);
     same_own += got == sample_token(g, p, s);
     std::vector<float> sorted = c;
     std::nth_element(sorted.begin(), sorted.begin() + (p.top_k - 1), sorted.end(), std::greater<>());
     // The device ranks its own logits: in bf16 (~1e-2 of the logit scale) its
     // k-th and the host's k-th may differ, so a pick just below the host's
     // k-th logit, within that rounding, is a boundary case, not an error
-    // (run 8: one such pick in 20 with a flat random-weight distribution).
+    // (one such pick in 20 seen with a flat random-weight distribution).
     const float kth = sorted[p.top_k - 1];
     const float scale = std::fabs(*std::max_element(
         c.begin(), c.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); }));
@@ -159,7 +173,7 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
   // lands within fp32 rounding of a boundary. Against the CPU's logits the
   // picks flip where the logits' rounding moves a boundary past the draw:
   // fp16 flipped 0-3 of 20 on the per-kernel graph, 4 of 20 once on the
-  // persistent kernel (session 4, seed 4344104388109302730), bf16 many; there
+  // persistent kernel (seed 4344104388109302730), bf16 many; there
   // the check is that every pick is inside the host's top-k, and the logits
   // themselves are checked against the CPU in PrefillThenGreedyDecodeMatchesCpu.
   EXPECT_GE(same_own, steps - 1);
@@ -171,15 +185,24 @@ TEST_P(ForwardTest, SeededSamplingFollowsHostSampler) {
 TEST_P(ForwardTest, BadInputIsAnError) {
   std::vector<float> l(model_->config.vocab_size * 2);
   const std::vector<int32_t> ok = {1, 2};
-  EXPECT_THROW(gpu_->forward(ok, kCtx - 1, l, false), Error);  // runs past the KV cache
+  std::span<float> one_row(l.data(), model_->config.vocab_size);
+  EXPECT_THROW(gpu_->forward(ok, kCtx - 1, one_row), Error);  // runs past max_model_len
   const std::vector<int32_t> bad = {1, model_->config.vocab_size};
-  EXPECT_THROW(gpu_->forward(bad, 0, l, false), Error);
-  EXPECT_THROW(gpu_->forward({}, 0, l, false), Error);
-  EXPECT_THROW(make_cuda_backend(*model_, {kCtx, DType::F32, 0}), Error);
-  EXPECT_THROW(make_cuda_backend(*model_, {1 << 30, dtype(), 0}), Error);  // KV cache > memory
-  EXPECT_THROW(make_cuda_backend(*model_, {kCtx, dtype(), 99}), Error);     // no such GPU
+  EXPECT_THROW(gpu_->forward(bad, 0, one_row), Error);
+  EXPECT_THROW(gpu_->forward({}, 0, one_row), Error);
+  EXPECT_THROW(gpu_backend(kCtx, DType::F32, false), Error);
+  EXPECT_THROW(gpu_backend(1 << 30), Error);  // max_model_len past max_position_embeddings
+  BatchBackendOptions huge;  // a pool larger than the GPU
+  huge.max_model_len = kCtx;
+  huge.num_blocks = 1 << 30;
+  huge.dtype = dtype();
+  EXPECT_THROW(make_cuda_batch_backend(*model_, huge), Error);
+  BatchBackendOptions other = huge;
+  other.num_blocks = 64;
+  other.device = 99;  // no such GPU
+  EXPECT_THROW(make_cuda_batch_backend(*model_, other), Error);
   // Still usable after the errors.
-  gpu_->forward(ok, 0, l, false);
+  gpu_->forward(ok, 0, one_row);
   EXPECT_TRUE(std::isfinite(l[0]));
 }
 
@@ -190,50 +213,58 @@ TEST_P(ForwardTest, LongContextDecodeMatchesCpu) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   const size_t V = model_->config.vocab_size;
   constexpr int kLong = 1600, n = 1500;
-  auto cpu = make_cpu_backend(*model_, {kLong, DType::F32, 0});
-  auto gpu = make_cuda_backend(*model_, {kLong, dtype(), 0}, tuning());
+  auto cpu = hayate::test::own(hayate::test::cpu_oracle_backend(*model_, kLong));
+  auto gpu = hayate::test::own(gpu_backend(kLong));
   auto prompt = random_tokens(n);
   std::vector<float> c(V), g(V, NAN);
-  cpu->forward(prompt, 0, c, false);
-  gpu->forward(prompt, 0, g, false);
+  cpu->forward(prompt, 0, c);
+  gpu->forward(prompt, 0, g);
   ASSERT_LE(rel_err(g, c), kTol) << "prefill";
   int32_t tok = argmax(c);
   for (int s = 0; s < 4; ++s) {
     const int pos = n + s;
-    cpu->forward(std::span(&tok, 1), pos, c, false);
-    gpu->forward(std::span(&tok, 1), pos, g, false);
+    cpu->forward(std::span(&tok, 1), pos, c);
+    gpu->forward(std::span(&tok, 1), pos, g);
     ASSERT_LE(rel_err(g, c), kTol) << "decode at " << pos;
     tok = argmax(c);
   }
 }
 
 // The persistent kernel's start-up trial refused (as under MPS SM limits;
-// CudaTuning::persistent_refuse_trial asks for a grid that cannot be
-// resident): decode falls back to the per-kernel graph, bit for bit.
-TEST(ForwardFallback, RefusedPersistentLaunchRunsThePerKernelGraph) {
+// HAYATE_BATCH_PERSISTENT=refuse-trial asks for a grid that cannot be
+// resident): bucket 1 falls back to the batched GEMV graph, bit for bit.
+TEST(ForwardFallback, RefusedPersistentLaunchRunsTheGemvGraph) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   const Model model = load_model("dummy:tiny", seed % 1000, HAYATE_ASSETS_DIR);
   const size_t V = model.config.vocab_size;
   for (DType dt : {DType::F16, DType::BF16}) {
-    auto refused = make_cuda_backend(model, {64, dt, 0},
-                                     {.persistent = true, .persistent_refuse_trial = true});
-    auto graph = make_cuda_backend(model, {64, dt, 0}, {.persistent = false});
-    auto persistent = make_cuda_backend(model, {64, dt, 0}, {.persistent = true});
+    auto make = [&](PersistentMode mode, DecodeMatmul mm) {
+      BatchBackendOptions o;
+      o.max_model_len = 64;
+      o.num_blocks = 4;
+      o.max_num_seqs = 1;
+      o.dtype = dt;
+      o.switches.persistent = mode;
+      return hayate::test::own(make_cuda_batch_backend(model, o, mm));
+    };
+    auto refused = make(PersistentMode::kRefuseTrial, DecodeMatmul::kPersistent);
+    auto gemv = make(PersistentMode::kOn, DecodeMatmul::kGemv);
+    auto persistent = make(PersistentMode::kOn, DecodeMatmul::kPersistent);
     std::vector<int32_t> prompt(9);
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((seed + 7 * i) % V);
     std::vector<float> a(V), b(V), c(V);
-    refused->forward(prompt, 0, a, false);
-    graph->forward(prompt, 0, b, false);
-    persistent->forward(prompt, 0, c, false);
+    refused->forward(prompt, 0, a);
+    gemv->forward(prompt, 0, b);
+    persistent->forward(prompt, 0, c);
     int32_t tok = argmax(b);
     bool persistent_differs = false;
     for (int step = 0; step < 4; ++step) {
       const int pos = int(prompt.size()) + step;
-      refused->forward(std::span(&tok, 1), pos, a, false);
-      graph->forward(std::span(&tok, 1), pos, b, false);
-      persistent->forward(std::span(&tok, 1), pos, c, false);
+      refused->forward(std::span(&tok, 1), pos, a);
+      gemv->forward(std::span(&tok, 1), pos, b);
+      persistent->forward(std::span(&tok, 1), pos, c);
       ASSERT_EQ(a, b) << dtype_name(dt) << " decode step " << step;
       persistent_differs = persistent_differs || c != b;
       tok = argmax(b);

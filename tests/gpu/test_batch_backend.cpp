@@ -18,7 +18,7 @@ struct Seq {
   std::vector<int32_t> tokens;  // prompt, then generated ids (teacher forced: the CPU's)
   int prompt_len = 0, chunk = 0, done = 0;
   std::vector<int32_t> table;
-  std::unique_ptr<Backend> oracle;  // single-sequence CPU backend fed the same tokens
+  hayate::test::OwnedSeq oracle;  // one sequence through the CPU backend, the same tokens
 };
 
 // Sequence id's next piece of a step: a prompt chunk of up to `chunk` tokens
@@ -39,8 +39,8 @@ BatchSeq next_piece(uint64_t id, const std::vector<int32_t>& tokens,
 }
 
 // Both matmul paths of the decode graphs: cuBLAS everywhere, and batched
-// GEMVs for every bucket of this test (max 8 seqs; bucket 1 = the fused
-// single-stream GEMVs, reached when only one sequence is left) and for the
+// GEMVs for every bucket of this test (max 8 seqs; bucket 1 included,
+// reached when only one sequence is left) and for the
 // eager steps' products of up to 8 rows. cuBLAS runs as the backend's lt path
 // (tuned cuBLASLt, QKV and gate/up in T), as ex16 (cublasGemmEx, same T
 // outputs) and as the previous ex path (cublasGemmEx, fp32 outputs).
@@ -96,7 +96,7 @@ TEST_P(BatchStepsTest, StepsMatchCpuPagedAndSingleSequence) {
       Seq& s = seqs[idx[j]];
       const BatchSeq& bs = b.seqs[j];
       std::vector<float> ref(kVocab);
-      s.oracle->forward(bs.tokens, bs.start_pos, ref, false);
+      s.oracle->forward(bs.tokens, bs.start_pos, ref);
       s.done += int(bs.tokens.size());
       if (!bs.sample) continue;
       const std::string where = "step " + std::to_string(step) + " seq " + std::to_string(idx[j]);
@@ -138,7 +138,7 @@ TEST_F(BatchBackendTest, LongContextDecodeSplitsOverKvLength) {
   std::mt19937 rng(5);
   const int lens[] = {1100, 5};
   std::vector<std::vector<int32_t>> toks(2), tables(2);
-  std::vector<std::unique_ptr<Backend>> oracle;
+  std::vector<hayate::test::OwnedSeq> oracle;
   for (int i = 0; i < 2; ++i) {
     for (int t = 0; t < lens[i]; ++t) toks[size_t(i)].push_back(int32_t(rng() % kVocab));
     for (int b = 0; b < 75; ++b) tables[size_t(i)].push_back(int32_t(i == 0 ? 159 - b : b));
@@ -168,7 +168,7 @@ TEST_F(BatchBackendTest, LongContextDecodeSplitsOverKvLength) {
     for (int i = 0; i < 2; ++i) {
       const BatchSeq& s = b.seqs[size_t(i)];
       std::vector<float> ref(kVocab);
-      oracle[size_t(i)]->forward(s.tokens, s.start_pos, ref, false);
+      oracle[size_t(i)]->forward(s.tokens, s.start_pos, ref);
       done[size_t(i)] += int(s.tokens.size());
       if (!s.sample) continue;
       const std::string where = "step " + std::to_string(step) + " seq " + std::to_string(i);
@@ -264,7 +264,7 @@ TEST_F(BatchBackendTest, ManyRowsWholeRowAndSplitGraphs) {
 
 TEST_F(BatchBackendTest, SampledIdsStayInTheTopK) {
   std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, options(40));
-  std::unique_ptr<Backend> oracle = single_cpu();
+  hayate::test::OwnedSeq oracle = single_cpu();
   std::vector<int32_t> prompt = {5, 17, 300, 42, 7, 99, 12};
   SamplingParams p;
   p.temperature = 0.9f;
@@ -272,7 +272,7 @@ TEST_F(BatchBackendTest, SampledIdsStayInTheTopK) {
   p.seed = 77;
   std::vector<int32_t> table = {3, 9, 1};
   std::vector<float> ref(kVocab);
-  oracle->forward(prompt, 0, ref, false);
+  oracle->forward(prompt, 0, ref);
   // Two identical sequences in one batch, different steps: each draw must be
   // one of the oracle's top 6 (5 plus one for rounding at the boundary).
   std::vector<int32_t> table2 = {4, 10, 2};
@@ -353,14 +353,14 @@ TEST_F(BatchBackendTest, EngineBatchedEqualsSingleAcrossPreemption) {
     ASSERT_EQ(int(alone[i].size()), kTokens) << "request " << i;
     EXPECT_EQ(together[i], alone[i]) << "request " << i;
     // And both follow the fp32 single-sequence CPU backend (up to near-ties).
-    std::unique_ptr<Backend> oracle = single_cpu();
+    hayate::test::OwnedSeq oracle = single_cpu();
     std::vector<float> ref(kVocab);
-    oracle->forward(prompts[i], 0, ref, false);
+    oracle->forward(prompts[i], 0, ref);
     for (int t = 0; t < kTokens; ++t) {
       check_pick(alone[i][size_t(t)], ref,
                  "request " + std::to_string(i) + " id " + std::to_string(t));
       const int32_t id = alone[i][size_t(t)];
-      oracle->forward(std::span(&id, 1), int(prompts[i].size()) + t, ref, false);
+      oracle->forward(std::span(&id, 1), int(prompts[i].size()) + t, ref);
     }
   }
 }

@@ -243,14 +243,14 @@ TEST_F(BatchBackendTest, EngineSampledBatchedEqualsSingle) {
     for (int r = 0; r < 2; ++r) {
       const std::vector<int32_t>& ids = *runs[r];
       ASSERT_EQ(int(ids.size()), kTokens) << "request " << i << " run " << r;
-      std::unique_ptr<Backend> oracle = single_cpu();
+      hayate::test::OwnedSeq oracle = single_cpu();
       std::vector<float> ref(kVocab);
-      oracle->forward(prompts[i], 0, ref, false);
+      oracle->forward(prompts[i], 0, ref);
       for (int t = 0; t < kTokens; ++t) {
         verdict[r].push_back(judge(ref, ps[i], uint64_t(t), ids[size_t(t)], 2e-2));
         off += verdict[r].back() == 2;
         ++draws;
-        oracle->forward(std::span(&ids[size_t(t)], 1), int(prompts[i].size()) + t, ref, false);
+        oracle->forward(std::span(&ids[size_t(t)], 1), int(prompts[i].size()) + t, ref);
       }
     }
     const auto at = std::mismatch(alone[i].begin(), alone[i].end(), together[i].begin());
