@@ -79,6 +79,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   // before it runs.
   struct Flight {
     PinnedInts meta, out, ng_rows;
+    const int32_t* meta_dev = nullptr;  // meta as the device addresses it (mapped)
     Pinned<StepState> states;
     cudaEvent_t done = nullptr;
     int seqs = 0;
@@ -188,7 +189,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     return out;
   }
 
-  // Packs the step's metadata (one copy, one unpack kernel), runs the graph
+  // Packs the step's metadata (one unpack kernel reads it from pinned memory), runs the graph
   // of its bucket or the eager forward, samples, and queues the copy of its
   // ids back to pinned memory; finish() waits for that.
   void launch(const Batch& batch) override {
@@ -241,10 +242,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const int m = use_graph ? rows : int(lr.token_row.size());
     if (!use_graph)
       for (int32_t r : lr.token_row) packer_.head(r);
+    // The unpack kernel reads the pinned buffer over the bus: no copy to queue.
     const size_t words = packer_.pack(f.meta.data());
-    HAYATE_CUDA_CHECK(cudaMemcpyAsync(d_meta_, f.meta.data(), words * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, s_));
-    unpack_step_meta(d_meta_, words, meta_dst(), d_out_, s_);
+    unpack_step_meta(f.meta_dev, words, meta_dst(), d_out_, s_);
 
     const bool short_attn = dec_keys <= short_keys_;  // padding rows: one key
     if (use_graph) {
@@ -428,9 +428,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   // Uploads what packer_ holds now and waits (start-up: captures, trials).
   void upload_meta_now() {
     const size_t words = packer_.pack(flights_[0].meta.data());
-    HAYATE_CUDA_CHECK(cudaMemcpyAsync(d_meta_, flights_[0].meta.data(), words * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, s_));
-    unpack_step_meta(d_meta_, words, meta_dst(), d_out_, s_);
+    unpack_step_meta(flights_[0].meta_dev, words, meta_dst(), d_out_, s_);
     HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
   }
 
@@ -495,9 +493,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     // The packed metadata's worst case: every array full, every table entry new.
     const size_t meta_words = size_t(kStepMetaHeaderWords) + 4 * T_ + 2 * (T_ + S) + R +
                               2 * S * size_t(max_blocks_);
-    d_meta_ = alloc<int32_t>(meta_words);
     for (Flight& f : flights_) {
       f.meta = PinnedInts(meta_words);
+      HAYATE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&f.meta_dev),
+                                                 f.meta.data(), 0));
       f.out = PinnedInts(R);
       f.states = Pinned<StepState>(S);
       f.ng_rows = PinnedInts(S);
@@ -714,7 +713,6 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int last_flight_ = -1;  // the flight of the last launched step
   std::deque<int> unfinished_;      // flights launched, not finished, oldest first
   StepMetaPacker packer_;
-  int32_t* d_meta_ = nullptr;           // the packed metadata on the device
   std::vector<int32_t> table_mirror_;  // [max_seqs, max_blocks] the device's block tables
   std::vector<int> last_slot_;  // logits row of each sampled seq of the last step
   std::vector<int> last_first_, last_count_;  // per seq of the last step: its logits rows

@@ -39,9 +39,13 @@ size_t StepMetaPacker::pack(int32_t* dst) const {
 namespace {
 
 // Grid-stride over every word after the header: each goes to its array.
+// src is host memory read over the bus: the header is read once per block.
 __global__ void unpack_step_meta_kernel(const int32_t* __restrict__ src, StepMetaDst dst,
                                         const int32_t* __restrict__ prev_out) {
-  const StepMetaHeader h = *reinterpret_cast<const StepMetaHeader*>(src);
+  __shared__ int32_t header[kStepMetaHeaderWords];
+  if (threadIdx.x < kStepMetaHeaderWords) header[threadIdx.x] = src[threadIdx.x];
+  __syncthreads();
+  const StepMetaHeader h = *reinterpret_cast<const StepMetaHeader*>(header);
   const int32_t* a = src + kStepMetaHeaderWords;
   const int rows = h.rows, dec = h.n_dec, tiles = 2 * h.n_tiles, head = h.n_head;
   const int table = h.n_table;

@@ -1,8 +1,9 @@
 // A step's metadata in one upload: the host packs every array the step needs
 // (token ids, positions, sequence slots, decode rows, prefill tiles, LM-head
-// rows, the block-table entries that changed) into one pinned buffer; one
-// copy takes it to the device and one kernel (unpack_step_meta) scatters it
-// into the fixed device arrays the kernels and the captured graphs read. A
+// rows, the block-table entries that changed) into one pinned buffer, and one
+// kernel (unpack_step_meta) reads it over the bus and scatters it into the
+// fixed device arrays the kernels and the captured graphs read: no copy to
+// queue on the copy engine, one launch per step. A
 // token id of -1 - j stands for "the id this step's predecessor sampled into
 // out[j]", read on the device, so a step can be launched before the host has
 // seen the ids of the one before it.
@@ -54,8 +55,8 @@ class StepMetaPacker {
   std::vector<int32_t> tokens_, pos_, seq_, dec_, tiles_, head_, table_;
 };
 
-// Scatters the packed buffer `src` (device) into dst; token ids < 0 are read
-// from prev_out[-1 - id].
+// Scatters the packed buffer `src` (device-addressable: mapped pinned memory)
+// into dst; token ids < 0 are read from prev_out[-1 - id].
 void unpack_step_meta(const int32_t* src, size_t words, const StepMetaDst& dst,
                       const int32_t* prev_out, cudaStream_t s);
 

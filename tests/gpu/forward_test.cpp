@@ -58,7 +58,7 @@ class ForwardTest : public ::testing::TestWithParam<FwdParam> {
     o.num_blocks = (max_len + 15) / 16;
     o.max_num_seqs = 1;
     o.max_logit_rows = max_len;
-    o.max_num_batched_tokens = 256;
+    o.max_num_batched_tokens = max_len;  // OneSeq runs a prompt as one chunk
     o.dtype = own ? dtype() : dt;
     return make_cuda_batch_backend(*model_, o, matmul());
   }
@@ -83,7 +83,7 @@ class ForwardTest : public ::testing::TestWithParam<FwdParam> {
 TEST_P(ForwardTest, PrefillThenGreedyDecodeMatchesCpu) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   const size_t V = model_->config.vocab_size;
-  for (int n : {21, 300}) {  // 300 > one step's 256 tokens: OneSeq runs it as one chunk
+  for (int n : {21, 300}) {
     SCOPED_TRACE(::testing::Message() << "prompt " << n);
     auto prompt = random_tokens(n);
     std::vector<float> lc(n * V), lg(n * V, NAN);
@@ -245,6 +245,7 @@ TEST(ForwardFallback, RefusedPersistentLaunchRunsTheGemvGraph) {
       o.max_model_len = 64;
       o.num_blocks = 4;
       o.max_num_seqs = 1;
+      o.max_logit_rows = 64;
       o.dtype = dt;
       o.switches.persistent = mode;
       return hayate::test::own(make_cuda_batch_backend(model, o, mm));
