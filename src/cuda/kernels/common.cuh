@@ -39,23 +39,6 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
   }
 }
 
-// 4 packed 16-bit values (one 8-byte load) to 4 floats.
-template <typename T>
-__device__ __forceinline__ void unpack4(const uint2& u, float (&f)[4]) {
-  const uint32_t w[2] = {u.x, u.y};
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if constexpr (std::is_same_v<T, half>) {
-      float2 p = __half22float2(*reinterpret_cast<const half2*>(&w[i]));
-      f[2 * i] = p.x;
-      f[2 * i + 1] = p.y;
-    } else {
-      f[2 * i] = __uint_as_float(w[i] << 16);
-      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  }
-}
-
 // V consecutive elements as floats, and back: one 16-byte (float) or 8-byte
 // (16-bit) access when V == 4 (the caller keeps them 4-aligned).
 template <int V, typename E>
@@ -104,29 +87,6 @@ __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
-}
-
-// One warp's online-softmax step for one head over a tile of nt <= 64 scores
-// s[0..nt) (shared memory): turns them into e^(s - m_new) in place; lane 0
-// updates the running max m and sum l and sets alpha = e^(m_old - m_new), the
-// factor for the output so far. Used by the split-KV decode attention
-// (attention.cu); persistent.cuh writes it out (see there why).
-__device__ __forceinline__ void softmax_tile64(float* s, int nt, float& m, float& l, float& alpha) {
-  const int lane = threadIdx.x % 32;
-  const float v0 = lane < nt ? s[lane] : -FLT_MAX;
-  const float v1 = lane + 32 < nt ? s[lane + 32] : -FLT_MAX;
-  const float m_old = m;
-  const float m_new = fmaxf(m_old, warp_max(fmaxf(v0, v1)));
-  const float p0 = lane < nt ? __expf(v0 - m_new) : 0.0f;
-  const float p1 = lane + 32 < nt ? __expf(v1 - m_new) : 0.0f;
-  s[lane] = p0;
-  s[lane + 32] = p1;
-  const float sum = warp_sum(p0 + p1);
-  if (lane == 0) {
-    alpha = __expf(m_old - m_new);
-    l = l * alpha + sum;
-    m = m_new;
-  }
 }
 
 // Programmatic dependent launch (sm_90). griddep_wait(): block until the

@@ -1,6 +1,6 @@
-// Paged decode attention at short context: one pass, no split, no combine.
-// The paged twin of attention.cu's attention_short_kernel (bench/kernels/
-// NOTES.md "Run 8": -0.25 ms/token on the single stream at contexts <= 128).
+// Paged decode attention at short context: one pass, no split, no combine
+// (bench/kernels/NOTES.md: a contiguous-cache twin saved 0.25 ms/token at
+// contexts <= 128 on the 8B model).
 //
 // Why a second decode kernel: at one row and ~100 keys the split kernel of
 // paged_attention.cu is latency-bound (~15 us per layer in the lab): its
@@ -18,23 +18,22 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "cuda/attention_short.cuh"
-#include "cuda/common.cuh"
+#include "cuda/kernels/attention_short.cuh"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/paged_common.cuh"
 #include "cuda/launch.h"
 #include "cuda/paged_attention.cuh"
-#include "cuda/paged_common.cuh"
 
 namespace hayate::cuda {
 
 namespace {
 
-// Block (row i, query head). q [T, n_heads * HD] fp32 roped; out [T, n_heads * HD]
-// in O (T, or fp32 for the single-stream GEMVs of bucket 1).
-template <typename T, typename O, int HD>
+// Block (row i, query head). q [T, n_heads * HD] fp32 roped; out [T, n_heads * HD] in T.
+template <typename T, int HD>
 __global__ void __launch_bounds__(kShortThreads)
     paged_decode_short_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
                               const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
-                              const int32_t* __restrict__ rows, O* __restrict__ out) {
+                              const int32_t* __restrict__ rows, T* __restrict__ out) {
   using L = ShortLayout<HD>;
   constexpr int KP = L::KP, P = L::P, MAXK = L::MAXK;
   const int row = rows[blockIdx.x], head = blockIdx.y;
@@ -69,20 +68,20 @@ __global__ void __launch_bounds__(kShortThreads)
   }
 
   short_attend<T, HD>(kr, vr, qf, keys, [&](int d, float o) {
-    out[size_t(row) * q_dim + head * HD + d] = from_f32<O>(o);
+    out[size_t(row) * q_dim + head * HD + d] = from_f32<T>(o);
   });
 }
 
 // The one place where head_dim becomes a template argument.
-template <typename T, typename O, typename F>
+template <typename T, typename F>
 void with_short_head_dim(int head_dim, F&& f) {
   switch (head_dim) {
     case 32:
-      return f(paged_decode_short_kernel<T, O, 32>, short_max_keys<32>());
+      return f(paged_decode_short_kernel<T, 32>, short_max_keys<32>());
     case 64:
-      return f(paged_decode_short_kernel<T, O, 64>, short_max_keys<64>());
+      return f(paged_decode_short_kernel<T, 64>, short_max_keys<64>());
     case 128:
-      return f(paged_decode_short_kernel<T, O, 128>, short_max_keys<128>());
+      return f(paged_decode_short_kernel<T, 128>, short_max_keys<128>());
     default:
       break;
   }
@@ -93,31 +92,28 @@ void with_short_head_dim(int head_dim, F&& f) {
 
 int paged_decode_short_max_keys(int head_dim) {
   int keys = 0;
-  with_short_head_dim<half, half>(head_dim, [&](auto, int max_keys) { keys = max_keys; });
+  with_short_head_dim<half>(head_dim, [&](auto, int max_keys) { keys = max_keys; });
   return keys;
 }
 
-template <typename T, typename O>
+template <typename T>
 void paged_attention_decode_short(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                                  PagedMeta meta, const int32_t* rows, int n_rows, O* out,
+                                  PagedMeta meta, const int32_t* rows, int n_rows, T* out,
                                   cudaStream_t s) {
   HAYATE_CHECK(paged_shape_supported(sh.n_heads, sh.n_kv_heads, sh.head_dim),
                "paged short attention: unsupported shape (", sh.n_heads, " heads, ", sh.n_kv_heads,
                " kv heads, head_dim ", sh.head_dim, ")");
-  with_short_head_dim<T, O>(sh.head_dim, [&](auto kernel, int) {
+  with_short_head_dim<T>(sh.head_dim, [&](auto kernel, int) {
     launch({dim3(unsigned(n_rows), unsigned(sh.n_heads)), kShortThreads, 0, s}, kernel, q, k_pool,
            v_pool, sh, meta, rows, out);
   });
 }
 
-#define HAYATE_PAGED_SHORT_INSTANTIATE(T, O)                                                     \
-  template void paged_attention_decode_short<T, O>(const float*, const T*, const T*, PagedShape, \
-                                                   PagedMeta, const int32_t*, int, O*,           \
-                                                   cudaStream_t);
-HAYATE_PAGED_SHORT_INSTANTIATE(half, half)
-HAYATE_PAGED_SHORT_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
-HAYATE_PAGED_SHORT_INSTANTIATE(half, float)
-HAYATE_PAGED_SHORT_INSTANTIATE(__nv_bfloat16, float)
+#define HAYATE_PAGED_SHORT_INSTANTIATE(T)                                                     \
+  template void paged_attention_decode_short<T>(const float*, const T*, const T*, PagedShape, \
+                                                PagedMeta, const int32_t*, int, T*, cudaStream_t);
+HAYATE_PAGED_SHORT_INSTANTIATE(half)
+HAYATE_PAGED_SHORT_INSTANTIATE(__nv_bfloat16)
 #undef HAYATE_PAGED_SHORT_INSTANTIATE
 
 }  // namespace hayate::cuda

@@ -1,11 +1,10 @@
-// Decode attention at short context, one pass: the part shared by the
-// single-stream kernel (attention.cu, attention_short_kernel) and its paged
-// twin (paged_decode_short.cu). A block of kShortThreads threads holds every
+// Decode attention at short context, one pass: the block's part of
+// paged_decode_short.cu's kernel. A block of kShortThreads threads holds every
 // key row of the context in registers (TPK threads per row, 16 bytes each; KP
-// rows side by side; P passes); the kernels load K and V their own way (a
-// contiguous cache, or through a block table) and hand the rows over here:
-// scores -> one barrier -> softmax statistics (every warp redundantly) -> P.V
-// -> one barrier -> the output row, through the kernel's store(d, value).
+// rows side by side; P passes); the kernel loads K and V through the block
+// table and hands the rows over here: scores -> one barrier -> softmax
+// statistics (every warp redundantly) -> P.V -> one barrier -> the output row,
+// through the kernel's store(d, value).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,7 +12,7 @@
 #include <algorithm>
 #include <cfloat>
 
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
 
 namespace hayate::cuda {
 
