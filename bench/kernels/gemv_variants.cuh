@@ -32,23 +32,6 @@ struct GemvInput {
   float eps = 0.0f;
 };
 
-// 4 packed 16-bit values (one 8-byte load) to 4 floats.
-template <typename T>
-__device__ __forceinline__ void unpack4(const uint2& u, float (&f)[4]) {
-  const uint32_t w[2] = {u.x, u.y};
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if constexpr (std::is_same_v<T, half>) {
-      float2 p = __half22float2(*reinterpret_cast<const half2*>(&w[i]));
-      f[2 * i] = p.x;
-      f[2 * i + 1] = p.y;
-    } else {
-      f[2 * i] = __uint_as_float(w[i] << 16);
-      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  }
-}
-
 // ---- pieces shared by gemv_kernel and gemv2_kernel ---------------------------
 
 // The fused RMSNorm's prologue: stages x * norm_w in xs [K] and returns this
