@@ -126,7 +126,7 @@ __device__ __forceinline__ void ring_group_sums(const float (*part)[PR], int gro
 // ---- epilogues: row mapping of a row group, and where its sums go ----------
 
 // Each epilogue maps a row group to its rows (row), reads what it needs from
-// global memory at the start of the round (prepare, into Pre), and writes the
+// global memory before the tile's dot products (prepare, into Pre), and writes the
 // group's sums (store).
 struct NoPre {};
 
