@@ -1,21 +1,23 @@
 // The hayate half of tools/hf_8b_check.py: runs a dummy model teacher-forced
-// over N tokens on the CUDA backend and writes, into DIR, what the Python
+// over N tokens on the batched CUDA backend (one sequence) and writes, into DIR, what the Python
 // side needs to rebuild the same model in transformers and compare:
 //   config.json   the dummy architecture's config.json text
 //   weights.tsv   name, dummy stream, scale, offset, shape (one weight a line)
 //   meta.txt      seed, dtype, n tokens
 //   tokens.bin    int32 [n]   (deterministic ids)
 //   logits.bin    float32 [n, vocab]  (all positions)
-// With `decode` the logits come from n single-token steps (the decode step:
-// the persistent kernel by default) instead of one prefill of n tokens.
+// With `decode` the logits come from n single-token steps (bucket 1's decode
+// graph: the persistent kernel) instead of one prefill chunk of n tokens.
 // Usage: hf_check_dump DIR [dummy:NAME] [n] [float16|bfloat16] [decode]
+#include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
-#include "cuda/cuda_backend.h"
+#include "cuda/cuda_batch_backend.h"
 #include "model/model.h"
 
 int main(int argc, char** argv) {
@@ -30,17 +32,39 @@ int main(int argc, char** argv) {
     const bool decode = argc > 5 && std::string(argv[5]) == "decode";
     const uint64_t seed = 0;
     Model m = load_model(spec, seed, HAYATE_ASSETS_DIR);
-    auto b = make_cuda_backend(m, {std::max(n, 256), dt == "bfloat16" ? DType::BF16 : DType::F16, 0});
-    std::vector<int32_t> tokens(n);
+    BatchBackendOptions o;
+    o.max_model_len = std::max(n, 256);
+    o.num_blocks = (o.max_model_len + o.block_size - 1) / o.block_size;
+    o.max_num_seqs = 1;
+    o.max_num_batched_tokens = std::max(n, 1);
+    o.max_logit_rows = n;
+    o.dtype = dt == "bfloat16" ? DType::BF16 : DType::F16;
+    auto b = make_cuda_batch_backend(m, o);
+    std::vector<int32_t> tokens(n), table(size_t(o.num_blocks));
     for (int i = 0; i < n; ++i)
       tokens[i] = int32_t((uint64_t(i) * 0x9e3779b1u + 12345) % uint64_t(m.config.vocab_size));
+    std::iota(table.begin(), table.end(), 0);
     const size_t V = size_t(m.config.vocab_size);
     std::vector<float> logits(size_t(n) * V);
+    // Tokens [first, first + count) of the one sequence, all their logits kept.
+    auto run = [&](int first, int count) {
+      Batch batch;
+      BatchSeq q;
+      q.tokens = std::span<const int32_t>(tokens).subspan(size_t(first), size_t(count));
+      q.start_pos = first;
+      q.block_table = std::span<const int32_t>(table).first(
+          size_t((first + count + o.block_size - 1) / o.block_size));
+      q.all_logits = true;
+      batch.seqs.push_back(q);
+      batch.num_tokens = count;
+      int32_t sampled = 0;
+      b->step(batch, std::span(&sampled, 1));
+      b->last_chunk_logits(0, std::span(logits).subspan(size_t(first) * V, size_t(count) * V));
+    };
     if (decode)
-      for (int i = 0; i < n; ++i)
-        b->forward(std::span(&tokens[size_t(i)], 1), i, std::span(logits).subspan(i * V, V), false);
+      for (int i = 0; i < n; ++i) run(i, 1);
     else
-      b->forward(tokens, 0, logits, true);
+      run(0, n);
 
     std::ofstream(dir + "/config.json") << dummy_config_json(spec.substr(6));
     std::ofstream w(dir + "/weights.tsv");

@@ -26,7 +26,7 @@
 
 #include "cpu/ops.h"
 #include "cuda/buffer.h"
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 #include "cuda/paged_attention.cuh"

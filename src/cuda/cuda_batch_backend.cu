@@ -583,8 +583,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                    persist_part_ml_,
                                    logits_,
                                    persist_barrier_,
-                                   persist_counters_,
-                                   nullptr};
+                                   persist_counters_};
     // A trial step before capture: slot 0 at position 0 of the scratch block
     // (graph padding's); activations are whatever the buffers hold.
     packer_.clear();

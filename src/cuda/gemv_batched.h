@@ -23,18 +23,4 @@ template <typename T>
 void gemv_batched(const T* W, const T* x, int m, int N, int K, float* y, float beta,
                   cudaStream_t s);
 
-// Bucket 1 (one decode row, graph): qkv = Wqkv [q_dim + 2 kv_dim, K] .
-// rmsnorm(h [1, K]) * norm_w, RoPE at position tok_pos[0]; q -> q [q_dim]
-// (fp32), k and v -> the layer's pools [blocks, block_size, kv_dim] at that
-// position's row of block_table [max_blocks]. One kernel for rmsnorm + QKV +
-// paged_rope_kv (gemv_paged_qkv.cu).
-struct PagedQkvShape {
-  int n_heads, n_kv_heads, head_dim, block_size;
-};
-template <typename T>
-void gemv_qkv_rope_paged(const T* W, PagedQkvShape sh, int K, const float* h, const T* norm_w,
-                         float eps, const float* inv_freq, const int32_t* tok_pos,
-                         const int32_t* block_table, float* q, T* k_pool, T* v_pool,
-                         cudaStream_t s);
-
 }  // namespace hayate::cuda

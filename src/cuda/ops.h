@@ -1,7 +1,8 @@
-// Launchers of the CUDA kernels, one group per kernel file. Host code (the
-// backend, the gpu tests, the kernel lab) calls these; each .cu file
-// instantiates them for T = half and __nv_bfloat16. Shapes are given in the
-// comments as [rows, cols]; every pointer is device memory.
+// Launchers of the CUDA kernels, one group per kernel file (kernels/; the
+// paged attention's are in paged_attention.cuh). Host code (the backend, the
+// gpu tests, the kernel lab) calls these; each .cu file instantiates them for
+// T = half and __nv_bfloat16. Shapes are given in the comments as [rows,
+// cols]; every pointer is device memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,12 +13,11 @@
 
 namespace hayate::cuda {
 
-// The decode step's inputs and outputs, in device memory. The host writes
-// the step's token, position and sampling parameters before replaying the
-// graph; kernels read them from here, so one captured graph serves every step.
+// One row's sampling parameters, in device memory (sample, sample_batched).
+// token and pos are not read by the samplers.
 struct StepState {
-  int32_t token = 0;   // input token of this step
-  int32_t pos = 0;     // its position
+  int32_t token = 0;
+  int32_t pos = 0;
   uint64_t seed = 0;   // sampling: uniform01(seed, step, 0)
   uint64_t step = 0;
   float temperature = 0.0f;  // 0 = greedy
@@ -25,58 +25,6 @@ struct StepState {
   float min_p = 0.0f;
   int32_t top_k = 0;
 };
-
-// ---- gemv.cu: decode GEMVs (one token) --------------------------------------
-// y [rows] = W [rows, K] . norm?(x) ; norm_w == nullptr: x used as is.
-template <typename T>
-void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float eps, float* y,
-          cudaStream_t s, bool pdl);
-// h [rows] += W [rows, K] . x  (o_proj and down_proj with the residual add)
-template <typename T>
-void gemv_residual(const T* W, int rows, int K, const float* x, float* h, cudaStream_t s, bool pdl);
-// act [inter] = silu(Wg . n) * (Wu . n), n = rmsnorm(h) * norm_w; W = [gate; up] [2 inter, K]
-template <typename T>
-void gemv_gate_up(const T* W, int inter, int K, const float* h, const T* norm_w, float eps,
-                  float* act, cudaStream_t s, bool pdl);
-// qkv = Wqkv [q_dim + 2 kv_dim, K] . rmsnorm(h) * norm_w; q (roped) -> q [q_dim];
-// k (roped), v -> k_cache / v_cache [max_ctx, kv_dim] at row *pos.
-struct QkvShape {
-  int n_heads, n_kv_heads, head_dim;
-};
-template <typename T>
-void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* norm_w, float eps,
-                   const float* inv_freq, const int32_t* pos, float* q, T* k_cache, T* v_cache,
-                   cudaStream_t s, bool pdl);
-
-// The same four with launch options (run 8): blocks_per_sm > 0 caps the
-// one-wave grid below full occupancy so that, under PDL, the next kernel's
-// blocks fit beside it and start their weight loads early (measured slower on
-// the H200 at 2 and 3 blocks per SM: bench/kernels/NOTES.md run 8).
-// two_rounds: rows of K <= 4096 keep two rounds of loads in flight per thread.
-struct GemvLaunch {
-  cudaStream_t s = nullptr;
-  bool pdl = false;
-  int blocks_per_sm = 0;  // 0: as many as fit
-  bool two_rounds = true;
-  // Run 10: stream W through shared memory with bulk async copies
-  // (gemv_tma.cuh). 0: off; 1: on, the next kernel may launch once a block
-  // has issued its last stage; 2: on, at kernel entry; 3: as 2 with stages of
-  // two row groups (32 KB at K = 4096). Shapes it has no configuration for
-  // (K > 16384) keep the register kernels.
-  int tma = 0;
-};
-template <typename T>
-void gemv(const T* W, int rows, int K, const float* x, const T* norm_w, float eps, float* y,
-          const GemvLaunch& l);
-template <typename T>
-void gemv_residual(const T* W, int rows, int K, const float* x, float* h, const GemvLaunch& l);
-template <typename T>
-void gemv_gate_up(const T* W, int inter, int K, const float* h, const T* norm_w, float eps,
-                  float* act, const GemvLaunch& l);
-template <typename T>
-void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* norm_w, float eps,
-                   const float* inv_freq, const int32_t* pos, float* q, T* k_cache, T* v_cache,
-                   const GemvLaunch& l);
 
 // ---- decode_persistent.cu: the decode step's layers and LM head, one kernel --
 // One cooperative block per SM walks every phase of the step (persistent.cuh):
@@ -86,7 +34,7 @@ void gemv_qkv_rope(const T* W, QkvShape shape, int K, const float* h, const T* n
 template <typename T>
 struct PersistentLayer {
   const T *attn_norm, *wqkv, *wo, *ffn_norm, *w_gate_up, *w_down;
-  T *k_cache, *v_cache;  // this layer's: [max_ctx, kv_dim], or the paged pool [rows, kv_dim]
+  T *k_cache, *v_cache;  // this layer's paged pool [blocks * block_size, kv_dim]
 };
 template <typename T>
 struct PersistentDecode {
@@ -96,9 +44,7 @@ struct PersistentDecode {
   const T *final_norm, *lm_head;
   const float* inv_freq;  // [head_dim / 2]
   const int32_t* pos;     // device: the step's position
-  // nullptr: the caches are contiguous (row = position); else the paged pool's
-  // block table of the one sequence [max_blocks], block_size tokens a block.
-  const int32_t* block_table;
+  const int32_t* block_table;  // device [max_blocks]: the one sequence's blocks
   int block_size;
   float *h, *h2, *q, *act;  // [hidden] x 2 (h2: o_proj's output), [q_dim], [inter]
   float* attn;              // [q_dim]
@@ -106,14 +52,7 @@ struct PersistentDecode {
   float* logits;            // [vocab]
   unsigned* barrier;        // [2], zeroed once; the kernel leaves it zero
   int* counters;            // [persistent_counters(n_layers, n_kv_heads)], the same
-  // Lab only (CudaTuning::persistent_trace), else nullptr: block 0's time per
-  // segment summed over layers and steps, ns: [0] QKV, [9] barrier, [1]
-  // attention, [2] wait for every kv head's attention, [3] o_proj, [4]
-  // barrier, [5] gate/up, [6] barrier, [7] down, [8] barrier, [10] LM head,
-  // [11] steps.
-  unsigned long long* trace;
 };
-constexpr int kPersistTraceSlots = 12;
 // Counters, as offsets into one int array: a tile counter per GEMV phase
 // (claims: 4 per layer and the LM head), then per layer and kv head the
 // attention splits done, then per layer the kv heads whose attention output
@@ -141,8 +80,8 @@ void decode_persistent(const PersistentDecode<T>& args, cudaStream_t s);
 // One real step (args must be safe to run: position 0 of a cache row nothing
 // reads yet, counters zeroed), synchronised, at start-up: false, with a note
 // on stderr, when the runtime refuses the cooperative launch (fewer SMs than
-// the device reports, as under MPS limits); the caller then keeps the
-// per-kernel decode graph. refuse (tests): ask for a grid that cannot be
+// the device reports, as under MPS limits); the caller then runs bucket 1 on
+// the batched GEMVs or GEMMs. refuse (tests): ask for a grid that cannot be
 // resident, so the runtime refuses it here too.
 template <typename T>
 bool decode_persistent_trial(const PersistentDecode<T>& args, cudaStream_t s, bool refuse = false);
@@ -163,14 +102,9 @@ void embed(const T* table, const int32_t* tokens, int n, int dim, float* h, cuda
            bool pdl);
 
 // ---- rope.cu -----------------------------------------------------------------
-// Prefill: qkv [n, q_dim + 2 kv_dim] (fp32, GEMM output) -> q [n, q_dim] roped,
-// k roped and v into the caches at rows *pos0 + i.
-template <typename T>
-void rope_kv(const float* qkv, QkvShape shape, int n, const float* inv_freq, const int32_t* pos0,
-             float* q, T* k_cache, T* v_cache, cudaStream_t s);
-// Batched backend: qkv [n_tokens, q_dim + 2 kv_dim] in In (fp32, or T where
-// the QKV GEMM writes T) -> q [n_tokens, q_dim] roped (fp32); roped k and v
-// into the paged pools at each token's (block, row) (paged_attention.cuh).
+// qkv [n_tokens, q_dim + 2 kv_dim] in In (fp32, or T where the QKV GEMM
+// writes T) -> q [n_tokens, q_dim] roped (fp32); roped k and v into the paged
+// pools at each token's (block, row) (paged_attention.cuh).
 struct PagedShape;
 struct PagedMeta;
 template <typename In, typename T>
@@ -178,41 +112,13 @@ void paged_rope_kv(const In* qkv, PagedShape sh, int n_tokens, const float* inv_
                    PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s);
 
 // ---- activation.cu -----------------------------------------------------------
-// Prefill: gu [n, 2 inter] (fp32) -> out [n, inter] = silu(gate) * up in T.
+// gu [n, 2 inter] (fp32: GemmEx or batched-GEMV output) -> out [n, inter] =
+// silu(gate) * up in T.
 template <typename T>
 void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s);
 // The same from gu [n, 2 inter] in T (the batched backend's gate/up GEMM output).
 template <typename T>
 void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s);
-
-// ---- attention.cu ------------------------------------------------------------
-// Causal attention of n queries at positions *pos0 + i against the cache rows
-// [0, *pos0 + i]. Flash-decoding: each (kv head, split, query) block walks its
-// share of the keys in tiles with an online softmax, so memory is O(n).
-struct AttnShape {
-  int n_heads, n_kv_heads, head_dim;
-};
-// Decode (n = 1): partials of up to max_splits splits, combined by the last
-// split block of each kv head. part_o [max_splits, n_heads, head_dim],
-// part_ml [max_splits, n_heads, 2], counters [n_kv_heads] zeroed once (the
-// kernel leaves them zero), out [n_heads * head_dim].
-int attention_max_splits();
-template <typename T>
-void attention_decode(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
-                      const int32_t* pos, float* part_o, float* part_ml, int* counters, float* out,
-                      cudaStream_t s, bool pdl);
-// Decode at short context, *pos + 1 <= attention_short_max_keys(head_dim) (128
-// keys for head_dim 128): one block per query head, every K/V row loaded at
-// once, no split and no combine (the caller picks it; a longer context traps).
-// max_ctx: rows in the cache, out [n_heads * head_dim].
-int attention_short_max_keys(int head_dim);
-template <typename T>
-void attention_decode_short(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
-                            const int32_t* pos, int max_ctx, float* out, cudaStream_t s, bool pdl);
-// Prefill: out [n, n_heads * head_dim] in T (the o_proj GEMM input).
-template <typename T>
-void attention_prefill(const float* q, const T* k_cache, const T* v_cache, AttnShape shape,
-                       const int32_t* pos0, int n, T* out, cudaStream_t s);
 
 // ---- sampling.cu -------------------------------------------------------------
 // Picks the next token from logits [vocab] and writes it to *token_out:

@@ -88,7 +88,7 @@ struct PagedDecodeTuning {
   int mma_blocks = 3;  // blocks per SM its registers are capped for: 3 (168 regs) or 4 (128)
   // Many pairs: one split slot per pair plus helper blocks that find the rows
   // to split (paged_decode_mma.cu), instead of big_splits slots per pair. Off:
-  // slower in the lab (1024 x 192 keys 348 vs 304 us; NOTES "run 2").
+  // slower in the lab (1024 x 192 keys 348 vs 304 us; NOTES.md, tensor cores).
   bool mma_helpers = false;
   // The longest context of any row of the launch (0: the block table's
   // reach): sizes the split slots of the grid (paged_attention_decode).
@@ -124,12 +124,11 @@ void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_po
 // paged_decode_short_max_keys(head_dim) (128 at head_dim 128, 256 at 32/64):
 // a longer one is a device fault (trap), so the host picks this kernel only
 // when all rows of the launch fit. Graph-capturable: depends only on n_rows.
-// out [T, q_dim] in O = T, or O = float (what the single-stream o_proj GEMV
-// of bucket 1 reads).
+// out [T, q_dim] in T.
 int paged_decode_short_max_keys(int head_dim);
-template <typename T, typename O>
+template <typename T>
 void paged_attention_decode_short(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
-                                  PagedMeta meta, const int32_t* rows, int n_rows, O* out,
+                                  PagedMeta meta, const int32_t* rows, int n_rows, T* out,
                                   cudaStream_t s);
 
 // Prefill / chunked prefill: tiles [n_tiles] of (first row, rows) of one

@@ -6,10 +6,10 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/sampling_pick.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
-#include "cuda/sampling_pick.cuh"
 
 namespace hayate::cuda {
 

@@ -1,19 +1,19 @@
 // Paged KV kernels of the batched backend (declarations and shapes in
-// paged_attention.cuh): RoPE + KV write, decode attention v2 (fp32 math on
-// K/V read in T, online softmax, split over the KV length; head_dim 128 goes
-// to the tensor-core kernel of paged_decode_mma.cu unless tuned off), the
-// split combine, LM-head helpers. The prefill attention lives in paged_prefill.cu.
+// paged_attention.cuh): decode attention v2 (fp32 math on K/V read in T,
+// online softmax, split over the KV length; head_dim 128 goes to the
+// tensor-core kernel of paged_decode_mma.cu unless tuned off), the split
+// combine, the per-row argmax. The prefill attention lives in paged_prefill.cu.
 #include <cub/block/block_reduce.cuh>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/paged_common.cuh"
+#include "cuda/kernels/paged_decode.cuh"
 #include "cuda/launch.h"
 #include "cuda/paged_attention.cuh"
-#include "cuda/paged_common.cuh"
-#include "cuda/paged_decode.cuh"
 
 namespace hayate::cuda {
 

@@ -1,8 +1,8 @@
 // Paged decode attention on tensor cores (head_dim 128, group <= 8): the
 // default split decode kernel of the batched backend at head_dim 128
-// (bench/kernels/NOTES.md, "Paged decode attention, run 2"), and the
-// streaming kernel (a warp per (row, kv head), further down; NOTES "Max
-// load, session 7") that replaces it where every row of a launch is one split
+// (bench/kernels/NOTES.md, paged decode attention on tensor cores), and the
+// streaming kernel (a warp per (row, kv head), further down; NOTES.md, the
+// streaming decode kernel) that replaces it where every row of a launch is one split
 // and the launch has many pairs. Both run the same 16-key step below.
 //
 // Why: v2 (paged_attention.cu) spends ~600 instructions per warp per 4 KB of
@@ -26,11 +26,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/paged_common.cuh"
+#include "cuda/kernels/paged_decode.cuh"
 #include "cuda/launch.h"
-#include "cuda/mma.cuh"
-#include "cuda/paged_common.cuh"
-#include "cuda/paged_decode.cuh"
 
 namespace hayate::cuda {
 
@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 // The splits 1..z-1 of a launch with many (row, kv head) pairs, where few
 // rows are long enough to split: a grid of (row, kv head, split) slots would
 // be mostly empty blocks, each holding one of the 3 block slots of an SM while
-// it reads its row's length (lab, run 2: 300 vs 245 us at 1024 x 192 keys).
+// it reads its row's length (lab: 300 vs 245 us at 1024 x 192 keys).
 // Instead kHelpers blocks per (kv head, split sp = 1 + blockIdx.z) scan all
 // rows' lengths (kScan per pass, in shared memory) and take every kHelpers-th
 // row that has split sp. Opt-in (PagedDecodeTuning::mma_helpers): it lost in
@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 // pair's whole row, so there is no merge, and it keeps the next 16-key step's
 // K/V loads in flight during the current step's math: K(s + 1) is issued once
 // S(s) is computed, V(s + 1) once P V(s) is. Lab (1,024 rows x 192 keys):
-// 218 vs 241 us, 82 % of the read probe (NOTES, "session 7"). Requires
+// 218 vs 241 us, 82 % of the read probe (NOTES.md). Requires
 // block_size % 16 == 0 (a step's keys share one KV block). Same math as the
 // split kernel (Q and P rounded to T, fp32 accumulation).
 template <typename T>

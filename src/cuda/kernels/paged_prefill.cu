@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/paged_common.cuh"
 #include "cuda/launch.h"
-#include "cuda/mma.cuh"
 #include "cuda/paged_attention.cuh"
-#include "cuda/paged_common.cuh"
 
 namespace hayate::cuda {
 
@@ -35,8 +35,8 @@ namespace {
 // next tile's copies in flight during this tile's math. The wmma kernel this
 // replaced staged S, P and P V through shared memory between 16x16x16
 // products with two blocks per SM: 1,565 against 258 us for max load's
-// 128 x 128-token prefill step (paged_attn_lab, H200, session 5 call 2;
-// bench/kernels/NOTES.md "Paged prefill attention").
+// 128 x 128-token prefill step (paged_attn_lab, H200; bench/kernels/NOTES.md,
+// prefill attention on mma.sync).
 constexpr int kFaWarps = 4;
 constexpr int kPrefillRows = kFaWarps * 16;  // query-head rows per block (tile tokens x group)
 constexpr int kKeyTile = 64;                 // keys per shared-memory tile

@@ -1,33 +1,34 @@
-// The persistent decode step's machinery (issue 4, run 12): one block per SM,
-// alive for the whole step, streams every weight matrix of the step through a
-// ring of shared-memory stages, and the phases of the step (QKV, attention,
+// The persistent decode step's machinery: one block per SM, alive for the
+// whole step, streams every weight matrix of the step through a ring of
+// shared-memory stages (ring.cuh), and the phases of the step (QKV, attention,
 // o_proj, gate/up, down per layer, then the LM head) meet at grid barriers.
 //
 // Why: a separate kernel per GEMV pays its ramp (first bytes after ~1 us) and
-// its tail (the last wave draining) on every launch: QKV and o_proj reach
-// only 65-84 % of the read bandwidth in the lab (NOTES.md runs 4-11), and
-// programmatic dependent launch recovered little of it. Here the producer warp
-// of each block walks the weight tiles of *all* phases in order, independent
-// of the activations (weights never depend on them), so while the consumer
-// warps wait at a grid barrier or run the attention, the next phase's weights
-// are already landing: up to kPersistStages x 32 KB per SM (25 MB over 132
-// SMs, ~5 us of HBM time) absorb the barrier and the attention.
+// its tail (the last wave draining) on every launch: QKV and o_proj reached
+// only 65-84 % of the read bandwidth as separate kernels in the lab
+// (bench/kernels/NOTES.md), and programmatic dependent launch recovered little
+// of it. Here the producer warp of each block walks the weight tiles of *all*
+// phases in order, independent of the activations (weights never depend on
+// them), so while the consumer warps wait at a grid barrier or run the
+// attention, the next phase's weights are already landing: up to
+// kPersistStages x 32 KB per SM (25 MB over 132 SMs, ~5 us of HBM time)
+// absorb the barrier and the attention.
 //
-// Roles: warps 0-7 consume (the dot products of gemv_tma.cuh: thread t of a
-// group holds its slice of x in registers; a warp reduces each row of a
-// stage; the partial sums meet on `done` mbarriers; one warp in turn runs a
-// tile's epilogue), warp 8 lane 0 produces (one cp.async.bulk per weight row
-// into the stage, completing on the stage's `full` mbarrier). Producer and
-// consumers count stages with the same running index j across phases, so the
-// ring's stage (j % S) and parity (j / S) line up without any other protocol.
+// Roles: warps 0-7 consume (thread t of a group holds its slice of x in
+// registers; a warp reduces each row of a stage; the partial sums meet on
+// `done` mbarriers; one warp in turn runs a tile's epilogue), warp 8 lane 0
+// produces (one cp.async.bulk per weight row into the stage, completing on the
+// stage's `full` mbarrier). Producer and consumers count stages with the same
+// running index j across phases, so the ring's stage (j % S) and parity (j /
+// S) line up without any other protocol.
 //
-// Tiles are claimed, not assigned (run 12c): the producer takes the next
-// tile of the phase from a global counter (one atomicAdd per tile, issued
-// before it waits for a free stage), writes its index beside the stage, and
-// closes the phase with an empty stage (index -1). A grid barrier waits for
-// the slowest block, and with a fixed tile -> block map the same low blocks
-// carried the extra tile of every phase and an SM that streamed slower held
-// everyone; claimed tiles go to whichever SM has room.
+// Tiles are claimed, not assigned: the producer takes the next tile of the
+// phase from a global counter (one atomicAdd per tile, issued before it waits
+// for a free stage), writes its index beside the stage, and closes the phase
+// with an empty stage (index -1). A grid barrier waits for the slowest block,
+// and with a fixed tile -> block map the same low blocks carried the extra
+// tile of every phase and an SM that streamed slower held everyone; claimed
+// tiles go to whichever SM has room.
 //
 // Memory: activations written by one block and read by another inside the
 // kernel (h, q, act, the attention partials, the KV row at pos) are read with
@@ -40,17 +41,18 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "cuda/common.cuh"
-#include "cuda/gemv.cuh"
-#include "cuda/gemv_tma.cuh"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/ring.cuh"
+#include "cuda/kernels/rope.cuh"
 
 namespace hayate::cuda {
 
+constexpr int kPersistConsumers = 256;  // consumer threads: 8 warps
 constexpr int kPersistStages = 6;
 constexpr int kPersistStageBytes = 32 * 1024;  // 4 rows of K = 4096, or one of K <= 16384
-constexpr int kPersistWarps = kGemvThreads / 32;  // consumer warps
-constexpr int kPersistThreads = kGemvThreads + 32;  // + the producer warp
-constexpr int kPersistParts = 2 * kPersistStages;   // `done` slots (gemv_tma.cuh: P = 2S)
+constexpr int kPersistWarps = kPersistConsumers / 32;  // consumer warps
+constexpr int kPersistThreads = kPersistConsumers + 32;  // + the producer warp
+constexpr int kPersistParts = 2 * kPersistStages;   // `done` slots: see persist_consume
 constexpr int kPersistMaxGroup = 4;                 // query heads per kv head
 constexpr int kPersistMaxSplits = 16;               // attention splits per kv head
 constexpr int kPersistTile = 64;                    // keys per attention tile
@@ -79,7 +81,7 @@ __device__ __forceinline__ void persist_ring_init(uint64_t* full, uint64_t* empt
 // Barrier of the 256 consumer threads only (named barrier 1; the producer
 // warp never takes part, and nobody uses __syncthreads after the role split).
 __device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync 1, %0;" ::"n"(kGemvThreads) : "memory");
+  asm volatile("bar.sync 1, %0;" ::"n"(kPersistConsumers) : "memory");
 }
 
 __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
@@ -91,12 +93,12 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
 // Grid barrier of the consumers of all blocks. bar [2]: arrivals, exits;
 // zero at launch. The k-th barrier of a launch waits until k * gridDim.x
 // arrivals are counted: one release-add and a polling acquire-load per block,
-// no reset on the way (run 12a's generation scheme paid three more L2 round
-// trips in the last arriver). persist_exit() zeroes both counters for the
+// no reset on the way (a generation scheme paid three more L2 round trips in
+// the last arriver). persist_exit() zeroes both counters for the
 // next launch once every block is past its last barrier. k: barriers passed,
 // kept by thread 0. Requires every block resident: cooperative launch, one
-// block per SM.
-// (Run 12h polled every 100 or 500 ns instead of back to back: no change.)
+// block per SM. (Polling every 100 or 500 ns instead of back to back: no
+// change.)
 __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned& k) {
   consumer_sync();  // this block's writes are done (and ordered before thread 0's release)
   if (threadIdx.x == 0) {
@@ -119,13 +121,13 @@ __device__ __forceinline__ void persist_exit(unsigned* bar, int* claims, int n_c
 }
 
 // Point-to-point dependencies instead of a grid barrier where only some
-// blocks produce what the others wait for (run 12e: the attention output): a
-// producer block's thread 0 counts after its writers synchronised with it
+// blocks produce what the others wait for (the attention output): a producer
+// block's thread 0 counts after its writers synchronised with it
 // (persist_signal: release, so the writes are visible first); a consumer's
-// thread 0 polls the count, then its block synchronises (persist_wait). Run 12e
-// also counted every QKV tile for its kv head so attention could start without
-// the grid barrier: the release per tile in the epilogue warps made QKV 8 us
-// per layer slower, more than the barrier costs.
+// thread 0 polls the count, then its block synchronises (persist_wait).
+// Counting every QKV tile for its kv head, so attention could start without
+// the grid barrier, made QKV 8 us per layer slower (the release per tile in
+// the epilogue warps), more than the barrier costs.
 __device__ __forceinline__ void persist_signal(int* counter) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
 }
@@ -143,14 +145,14 @@ __device__ __forceinline__ void load8_cg(const float* p, float (&v)[8]) {
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
-// out[row] = in[row] + sum: the residual add, reading `in` through L2
-// (gemv.cuh's ResidualEpi reads h through L1, which may hold a line another
-// block has since changed) as soon as the tile has landed (prepare), so the
-// read is in flight during the dot products. The persistent kernel keeps h in
-// two buffers, o_proj writing the second and down_proj the first. With the
-// grid barrier after QKV (run 12f) one buffer would do, as each tile reads and
-// writes only its own rows; the second is what let run 12e drop that barrier
-// (a block still reading h for QKV never sees o_proj's writes), and costs 16 KB.
+// out[row] = in[row] + sum: the residual add, reading `in` through L2 (L1
+// may hold a line another block has since changed) as soon as the tile has
+// landed (prepare), so the read is in flight during the dot products. The
+// kernel keeps h in two buffers, o_proj writing the second and down_proj the
+// first. With the grid barrier after QKV one buffer would do, as each tile
+// reads and writes only its own rows; the second is what lets a block still
+// reading h for QKV never see o_proj's writes, should that barrier go, and
+// costs 16 KB.
 template <int R>
 struct ResidualCgEpi {
   const float* in;
@@ -171,24 +173,25 @@ struct ResidualCgEpi {
   }
 };
 
-// A layer's KV cache: k, v [rows, kv_dim]; token r's row is r (the single
-// stream's contiguous cache) or, with a block table, table[r / block_size] *
-// block_size + r % block_size (the batched backend's paged pool, bucket 1).
+// A layer's paged KV pool: k, v [blocks * block_size, kv_dim]; position r of
+// the step's one sequence is row table[r / block_size] * block_size + r %
+// block_size.
 template <typename T>
 struct PersistCache {
   T* k;
   T* v;
-  const int32_t* table;  // nullptr: contiguous
+  const int32_t* table;  // [max_blocks] the sequence's block table
   int block_size;
   __device__ size_t row(int r) const {
-    return table ? size_t(table[r / block_size]) * block_size + r % block_size : size_t(r);
+    return size_t(table[r / block_size]) * block_size + r % block_size;
   }
 };
 
-// The QKV epilogue of the persistent kernel: gemv.cuh's QkvRopeEpi with the
-// step's cos/sin of pos * inv_freq[i] from a table each block fills at entry
-// (cs [2][half_dim] in shared memory) instead of a precise sincosf per row
-// pair in the epilogue warp.
+// The QKV epilogue: RoPE and the KV append. Row group g holds rows i and i +
+// d/2 of one head (the pair RoPE rotates together): heads [0, n_heads) are q,
+// then n_kv_heads of k, then of v. The step's cos/sin of pos * inv_freq[i]
+// come from a table each block fills at entry (cs [2][half_dim] in shared
+// memory), not from a precise sincosf per row pair in the epilogue warp.
 template <typename T>
 struct QkvRopeTableEpi {
   float* q;  // [n_heads * d]
@@ -256,16 +259,16 @@ __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* 
 
 // ---- consumers: one GEMV phase ----------------------------------------------
 // y rows of W [rows, K] . x, x chunk c (8 elements) from xfn(c, v[8]); with
-// kNorm, x * norm_w scaled by rsqrt(mean(x^2) + eps) (applied to the sums, as
-// gemv.cuh). NC: chunks per thread (K <= NC * 8 * 256 / G). j: stages used so
+// kNorm, x * norm_w scaled by rsqrt(mean(x^2) + eps) (applied to the sums:
+// rstd is one scalar per phase). NC: chunks per thread (K <= NC * 8 * 256 / G). j: stages used so
 // far; jd: tiles reduced so far (the `done` slots and the epilogue warp).
 template <typename T, int R, int G, int NC, bool kNorm, typename Epi, typename XFn>
 __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, int groups,
                                                 const T* __restrict__ norm_w, float eps, XFn xfn,
                                                 const Epi& epi, int& j, int& jd) {
-  constexpr int kGroupThreads = kGemvThreads / G;
+  constexpr int kGroupThreads = kPersistConsumers / G;
   constexpr int kWarpsPerGroup = kGroupThreads / 32;
-  static_assert(kGemvThreads % (32 * G) == 0 && G <= 32 && R <= 2);
+  static_assert(kPersistConsumers % (32 * G) == 0 && G <= 32 && R <= 2);
   const int tid = threadIdx.x, t = tid % kGroupThreads, slot = tid / kGroupThreads;
   const int warp = tid / 32, lane = tid % 32;
   const int nchunks = K / 8;
@@ -347,9 +350,9 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
 // ---- consumers: decode attention over [0, keys) ------------------------------
 // Splits of the key range per kv head (persist_splits), items (kv head, split)
 // spread over the blocks (after the grid barrier that ends QKV); each item
-// walks its keys in tiles of 64 with an online softmax (attention.cu's decode kernel, 256
-// threads) and, with one split, writes the attention output attn [n_heads *
-// HD] of its query heads; with several, its unnormalised output and (max, sum)
+// walks its keys in tiles of 64 with an online softmax (256 threads) and,
+// with one split, writes the attention output attn [n_heads * HD] of its
+// query heads; with several, its unnormalised output and (max, sum)
 // per query head to part_o [split, n_heads, HD] and part_ml [split, n_heads,
 // 2], and the last split of the kv head to finish (split_done[kvh]) combines
 // them into attn. Either way attn_done counts the kv head once it is final.
@@ -378,7 +381,7 @@ struct PersistItem {
 template <int HD>
 struct PersistKvTile {
   static constexpr int TPK = HD / 8;             // threads per key row, 16 bytes each
-  static constexpr int KP = kGemvThreads / TPK;  // keys side by side
+  static constexpr int KP = kPersistConsumers / TPK;  // keys side by side
   static constexpr int kPasses = (kPersistTile + KP - 1) / KP;
   uint4 k[kPasses], v[kPasses];
 
@@ -403,7 +406,7 @@ struct PersistKvTile {
   }
 };
 
-// Run 12i: the first tile of this block's first attention item of a layer,
+// The first tile of this block's first attention item of a layer,
 // loaded before the layer's QKV phase. Under the weight stream a K/V load
 // waits behind ~25 MB of bulk copies in flight (~5 us); issued here, it lands
 // during QKV. Row keys - 1 is QKV's output: persist_attend loads it again.
@@ -455,7 +458,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
     } else if (start < end) {
       kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
     }
-    for (int i = tid; i < G * HD; i += kGemvThreads)
+    for (int i = tid; i < G * HD; i += kPersistConsumers)
       qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * scale;
     if (tid < GM) {
       m_s[tid] = -FLT_MAX;
@@ -482,9 +485,9 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
         }
       }
       consumer_sync();  // scores of the tile
-      // common.cuh's softmax_tile64, written out: called here it made ptxas
-      // spill 80 bytes at this kernel's 168 registers (decode +0.05 ms/token
-      // in session 4's final call 5).
+      // The online-softmax step written out: as a shared helper called here
+      // it made ptxas spill 80 bytes at this kernel's 168 registers (decode
+      // +0.05 ms/token).
       for (int g = warp; g < G; g += kPersistWarps) {
         const float v0 = lane < nt ? sc[g][lane] : -FLT_MAX;
         const float v1 = lane + 32 < nt ? sc[g][lane + 32] : -FLT_MAX;
@@ -540,7 +543,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
         for (int e = 0; e < 8; ++e) red[warp][g][c * 8 + e] = acc[g][e];
     }
     consumer_sync();  // every warp's partial outputs
-    for (int i = tid; i < G * HD; i += kGemvThreads) {
+    for (int i = tid; i < G * HD; i += kPersistConsumers) {
       const int g = i / HD, d = i % HD, head = kvh * G + g;
       float o = 0.0f;
 #pragma unroll
@@ -564,7 +567,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
       consumer_sync();  // last_split
       if (last_split) {  // combine: sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s, online in s
         __threadfence();
-        for (int i = tid; i < G * HD; i += kGemvThreads) {
+        for (int i = tid; i < G * HD; i += kPersistConsumers) {
           const int head = kvh * G + i / HD, d = i % HD;
           float m = -FLT_MAX, num = 0.0f, den = 0.0f;
 #pragma unroll 4

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
 #include "cuda/paged_attention.cuh"
 
 namespace hayate::cuda {

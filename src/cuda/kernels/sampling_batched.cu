@@ -1,12 +1,12 @@
-// Non-greedy next-token choice for many rows in one pass (issue 5: per-sequence
-// sampling parameters in one sampling kernel). The single-stream sampler
+// Non-greedy next-token choice for many rows in one pass (per-sequence
+// sampling parameters in one sampling kernel). The per-row sampler
 // (sampling.cu) sorts one row and walks it; here every sampled row is sorted
 // at once and walked by its own block:
 //   gather   logits rows[b] -> keys [n, vocab], ids [n, vocab] = 0..vocab-1
 //   sort     one cub segmented radix sort over the n rows (descending, stable:
 //            ties keep ascending ids, the host's total order)
 //   pick     one launch, block b walks row b with states[b] (sampling_pick.cuh,
-//            the same walk and draw as the single-stream sampler) -> out[rows[b]]
+//            the same walk and draw as the per-row sampler) -> out[rows[b]]
 // Not graph-captured: it runs after the decode graph on the same stream, eager,
 // because n and the rows change every step (three launches plus the sort's passes).
 #include <cub/device/device_segmented_radix_sort.cuh>
@@ -15,9 +15,9 @@
 #include <climits>
 
 #include "core/check.h"
+#include "cuda/kernels/sampling_pick.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
-#include "cuda/sampling_pick.cuh"
 
 namespace hayate::cuda {
 

@@ -7,7 +7,8 @@
 // computes R rows ("a row group", e.g. the gate row and the up row of one
 // output) over the whole K, with U 16-byte loads per row in flight per thread.
 // KSPLIT > 1 splits K over warps, for shapes with few rows (more blocks).
-// Kept in a header so the kernel lab (bench/kernels) instantiates variants.
+// The lab's register-GEMV variants (gemv_lab.cu); the decode step streams its
+// weights through the persistent kernel's ring instead (NOTES.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,8 +16,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda/common.cuh"
-#include "cuda/rope.cuh"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/ring.cuh"
 
 namespace hayate::cuda {
 
@@ -294,25 +295,7 @@ __global__ void __launch_bounds__(kGemvThreads, 4)
   }
 }
 
-// ---- epilogues: row mapping of a row group, and where its sums go ----------
-
-// Each epilogue maps a row group to its rows (row), reads what it needs from
-// global memory at the start of the round (prepare, into Pre), and writes the
-// group's sums (store).
-struct NoPre {};
-
-// y[row] = sum (R consecutive rows per group).
-template <int R>
-struct StoreEpi {
-  float* y;
-  using Pre = NoPre;
-  __device__ int row(int g, int r) const { return g * R + r; }
-  __device__ Pre prepare(int) const { return {}; }
-  __device__ void store(int g, const float (&acc)[R], Pre) const {
-#pragma unroll
-    for (int r = 0; r < R; ++r) y[g * R + r] = acc[r];
-  }
-};
+// ---- epilogues (NoPre, StoreEpi, SiluMulEpi: cuda/kernels/ring.cuh) ------
 
 // h[row] += sum: the residual add after o_proj and down_proj. kEarly reads h
 // in prepare (after griddep_wait: the previous kernel may have written it);
@@ -340,71 +323,6 @@ struct ResidualEpi {
       else
         h[g * R + r] += acc[r];
     }
-  }
-};
-
-// Fused gate/up: rows g (gate) and inter + g (up); act[g] = silu(gate) * up.
-struct SiluMulEpi {
-  float* act;
-  int inter;
-  using Pre = NoPre;
-  __device__ int row(int g, int r) const { return g + r * inter; }
-  __device__ Pre prepare(int) const { return {}; }
-  __device__ void store(int g, const float (&acc)[2], Pre) const {
-    const float gate = acc[0];
-    act[g] = gate / (1.0f + __expf(-gate)) * acc[1];
-  }
-};
-
-// The QKV epilogue: RoPE and the KV-cache append. Row group g holds rows i
-// and i + d/2 of one head (the pair RoPE rotates together): heads
-// [0, n_heads) are q, then n_kv_heads of k, then of v. kEarly reads the
-// position and frequency in prepare (lab variant; production reads them in
-// store).
-template <typename T, bool kEarly = false>
-struct QkvRopeEpi {
-  float* q;    // [n_heads * d]
-  T* k_cache;  // [max_ctx, kv_dim], this layer
-  T* v_cache;
-  const int32_t* pos;     // device: the step's position
-  const float* inv_freq;  // [d / 2]
-  int half_dim, n_heads, n_kv_heads;
-  struct Early {
-    int pos;
-    float inv_freq;
-  };
-  using Pre = std::conditional_t<kEarly, Early, NoPre>;
-  __device__ int row(int g, int r) const {
-    const int head = g / half_dim, i = g % half_dim;
-    return head * 2 * half_dim + i + r * half_dim;
-  }
-  __device__ Pre prepare(int g) const {
-    if constexpr (kEarly)
-      return {*pos, inv_freq[g % half_dim]};
-    else
-      return {};
-  }
-  __device__ void store(int g, const float (&acc)[2], const Pre& pre) const {
-    const int head = g / half_dim, i = g % half_dim, d = 2 * half_dim;
-    int p;
-    float f;
-    if constexpr (kEarly)
-      p = pre.pos, f = pre.inv_freq;
-    else
-      p = *pos, f = inv_freq[i];
-    float a = acc[0], b = acc[1];
-    if (head < n_heads + n_kv_heads) rope_rotate(a, b, p, f);
-    if (head < n_heads) {
-      q[head * d + i] = a;
-      q[head * d + i + half_dim] = b;
-      return;
-    }
-    const int kv_dim = n_kv_heads * d;
-    const bool is_k = head < n_heads + n_kv_heads;
-    T* dst = (is_k ? k_cache : v_cache) + size_t(p) * kv_dim +
-             (head - n_heads - (is_k ? 0 : n_kv_heads)) * d;
-    dst[i] = from_f32<T>(a);
-    dst[i + half_dim] = from_f32<T>(b);
   }
 };
 

@@ -2,7 +2,7 @@
 // RNG (the CPU backend computes the same values from core/rng.h), file weights
 // converted to the compute dtype, and the read-bandwidth probe.
 #include "core/rng.h"
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 

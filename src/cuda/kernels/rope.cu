@@ -1,15 +1,14 @@
-// RoPE + KV-cache append for prefill and the batched backend: the QKV GEMM's
-// rows (fp32, or T where the GEMM writes T) are rotated and split into q
-// (fp32, for attention) and the cache rows of k and v, either at rows
-// *pos0 + i of a contiguous cache (single stream) or at each token's (block,
-// row) of the paged pools (batched backend).
+// RoPE + the KV append of the batched backend: the QKV GEMM's rows (fp32, or
+// T where the GEMM writes T) are rotated and split into q (fp32, for
+// attention) and the K and V rows of each token's (block, row) in the paged
+// pools.
 #include "core/check.h"
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
+#include "cuda/kernels/paged_common.cuh"
+#include "cuda/kernels/rope.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 #include "cuda/paged_attention.cuh"
-#include "cuda/paged_common.cuh"
-#include "cuda/rope.cuh"
 
 namespace hayate::cuda {
 
@@ -17,14 +16,9 @@ namespace {
 
 constexpr int kMaxHalfDim = 128;  // cos/sin table entries per block: head_dim <= 256
 
-// Where token row `token` sits and where its K and V rows go.
-struct ContiguousCache {  // single stream: position *pos0 + token, cache row = position
-  const int32_t* pos0;
-  int kv_dim;
-  __device__ int pos(int token) const { return *pos0 + token; }
-  __device__ size_t row(int, int p) const { return size_t(p) * kv_dim; }
-};
-struct PagedCache {  // batched: each token's own position, row in its block table's block
+// Where token row `token` sits: its own position, its row in its block
+// table's block.
+struct PagedCache {
   PagedShape sh;
   PagedMeta meta;
   __device__ int pos(int token) const { return meta.tok_pos[token]; }
@@ -41,10 +35,10 @@ struct PagedCache {  // batched: each token's own position, row in its block tab
 // d/2) turn with them; thread j handles pairs i .. i + V - 1 of head
 // j / (d / 2V), i = V (j % (d / 2V)): V = 4 (vector loads and stores) when d
 // / 2 is a multiple of 4, else 1.
-template <int V, typename In, typename T, typename Cache>
+template <int V, typename In, typename T>
 __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d]
-                               QkvShape sh, const float* __restrict__ inv_freq,  // [d/2]
-                               Cache cache, float* __restrict__ q,               // [n, H d]
+                               PagedShape sh, const float* __restrict__ inv_freq,  // [d/2]
+                               PagedCache cache, float* __restrict__ q,            // [n, H d]
                                T* __restrict__ k_cache, T* __restrict__ v_cache) {
   __shared__ float cs[2][kMaxHalfDim];  // cos, sin of pair i at this token's position
   const int half_dim = sh.head_dim / 2, d = sh.head_dim, runs = half_dim / V;
@@ -77,45 +71,28 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
   }
 }
 
-template <typename In, typename T, typename Cache>
-void launch_rope_kv(const In* qkv, QkvShape sh, int n, const float* inv_freq, Cache cache,
-                    float* q, T* k, T* v, cudaStream_t s) {
-  HAYATE_CHECK(sh.head_dim % 2 == 0 && sh.head_dim / 2 <= kMaxHalfDim,
-               "rope_kv: head_dim must be even and at most ", 2 * kMaxHalfDim, ", got ",
-               sh.head_dim);
-  if (n <= 0) return;
-  // Vector accesses: every row and head offset is a multiple of 4 elements;
-  // the pointers must be too (fp32: 16 bytes, 16-bit: 8).
-  if (sh.head_dim % 8 == 0 && aligned_to(4 * sizeof(In), qkv) && aligned_to(16, q) &&
-      aligned_to(4 * sizeof(T), k, v))
-    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<4, In, T, Cache>, qkv, sh, inv_freq, cache, q,
-           k, v);
-  else
-    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<1, In, T, Cache>, qkv, sh, inv_freq, cache, q,
-           k, v);
-}
-
 }  // namespace
 
 // ---- launchers -------------------------------------------------------------------
 
-template <typename T>
-void rope_kv(const float* qkv, QkvShape shape, int n, const float* inv_freq, const int32_t* pos0,
-             float* q, T* k_cache, T* v_cache, cudaStream_t s) {
-  launch_rope_kv(qkv, shape, n, inv_freq, ContiguousCache{pos0, shape.n_kv_heads * shape.head_dim},
-                 q, k_cache, v_cache, s);
-}
-
 template <typename In, typename T>
-void paged_rope_kv(const In* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
-                   PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s) {
-  launch_rope_kv(qkv, QkvShape{sh.n_heads, sh.n_kv_heads, sh.head_dim}, n_tokens, inv_freq,
-                 PagedCache{sh, meta}, q, k_pool, v_pool, s);
+void paged_rope_kv(const In* qkv, PagedShape sh, int n, const float* inv_freq, PagedMeta meta,
+                   float* q, T* k, T* v, cudaStream_t s) {
+  HAYATE_CHECK(sh.head_dim % 2 == 0 && sh.head_dim / 2 <= kMaxHalfDim,
+               "paged_rope_kv: head_dim must be even and at most ", 2 * kMaxHalfDim, ", got ",
+               sh.head_dim);
+  if (n <= 0) return;
+  const PagedCache cache{sh, meta};
+  // Vector accesses: every row and head offset is a multiple of 4 elements;
+  // the pointers must be too (fp32: 16 bytes, 16-bit: 8).
+  if (sh.head_dim % 8 == 0 && aligned_to(4 * sizeof(In), qkv) && aligned_to(16, q) &&
+      aligned_to(4 * sizeof(T), k, v))
+    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<4, In, T>, qkv, sh, inv_freq, cache, q, k, v);
+  else
+    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<1, In, T>, qkv, sh, inv_freq, cache, q, k, v);
 }
 
 #define HAYATE_ROPE_INSTANTIATE(T)                                                                 \
-  template void rope_kv<T>(const float*, QkvShape, int, const float*, const int32_t*, float*, T*,  \
-                           T*, cudaStream_t);                                                      \
   template void paged_rope_kv<float, T>(const float*, PagedShape, int, const float*, PagedMeta,    \
                                         float*, T*, T*, cudaStream_t);                             \
   template void paged_rope_kv<T, T>(const T*, PagedShape, int, const float*, PagedMeta, float*, T*, \

@@ -1,19 +1,20 @@
-// The persistent decode step (issue 4, run 12): every layer of one decode
-// step and the LM head in one cooperative kernel, one block per SM, weights
-// streamed through each block's ring (persistent.cuh says why). Phases meet at
-// grid barriers, where every block needs every other block's output (the
-// RMSNorm of h, x of a GEMV), except o_proj, which waits through a counter for
-// the kv heads' attention outputs, computed by a few blocks (run 12e). Reads top to bottom like CudaBackend::decode_step:
-// per layer QKV (+RMSNorm, RoPE, KV append) -> attention -> o_proj (+residual)
-// -> gate/up (+RMSNorm, SiLU*mul) -> down (+residual); then the LM head
-// (+final RMSNorm). Embedding and sampling stay separate kernels around it.
+// The persistent decode step: every layer of one decode step and the LM head
+// in one cooperative kernel, one block per SM, weights streamed through each
+// block's ring (persistent.cuh says why). Phases meet at grid barriers, where
+// every block needs every other block's output (the RMSNorm of h, x of a
+// GEMV), except o_proj, which waits through a counter for the kv heads'
+// attention outputs, computed by a few blocks. Reads top to bottom like the
+// batched backend's forward pass: per layer QKV (+RMSNorm, RoPE, KV append
+// into the paged pool) -> attention -> o_proj (+residual) -> gate/up
+// (+RMSNorm, SiLU*mul) -> down (+residual); then the LM head (+final RMSNorm).
+// Embedding and sampling stay separate kernels around it.
 #include <algorithm>
 #include <cstdio>
 
 #include "core/check.h"
+#include "cuda/kernels/persistent.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
-#include "cuda/persistent.cuh"
 
 namespace hayate::cuda {
 
@@ -40,7 +41,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   auto qkv_epi = [&](const PersistentLayer<T>& L) {
     return QkvRopeTableEpi<T>{a.q, cache(L), a.pos, rope_cs, HD / 2, a.n_heads, nkv};
   };
-  if (threadIdx.x == kGemvThreads) persist_ring_init(full, empty, done);
+  if (threadIdx.x == kPersistConsumers) persist_ring_init(full, empty, done);
   __syncthreads();  // barriers initialised; the last block-wide barrier
   int j = 0;        // stages used: the ring's stage and parity
 
@@ -68,18 +69,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     sincosf(float(keys - 1) * a.inv_freq[threadIdx.x], &rope_cs[HD / 2 + threadIdx.x],
             &rope_cs[threadIdx.x]);
   }
-  // Phase timing (CudaTuning::persistent_trace): block 0's thread 0 adds each
-  // segment's nanoseconds to trace[segment] (kPersistTraceSlots).
-  unsigned long long t_last = 0;
-  auto mark = [&](int seg) {
-    if (a.trace == nullptr || blockIdx.x != 0 || threadIdx.x != 0) return;
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    if (seg >= 0) atomicAdd(a.trace + seg, t - t_last);
-    t_last = t;
-  };
   consumer_sync();  // rope_cs
-  mark(-1);
   auto from = [](const float* v) {
     return [v](int c, float (&x)[8]) { load8_cg(v + size_t(c) * 8, x); };
   };
@@ -91,39 +81,27 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     // q [Hq d] roped; k, v -> cache[pos]
     persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
                                       qkv_epi(L), j, jd);
-    mark(0);
     grid_sync(a.barrier, k);
-    mark(9);
     // attn [Hq d] over [0, pos]
     persist_attend<T, HD>(a.q, cache(L), a.n_heads, nkv, keys, a.part_o, a.part_ml,
                           split_done + l * nkv, a.attn, attn_done + l, pre, prefetched);
-    mark(1);
     persist_wait(attn_done + l, nkv);  // every kv head's output
-    mark(2);
     // h2 = h + Wo attn
     persist_consume<T, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from(a.attn),
                                        ResidualCgEpi<2>{a.h, a.h2}, j, jd);
-    mark(3);
     grid_sync(a.barrier, k);
-    mark(4);
     // act [I] = silu(g) u of rmsnorm(h2)
     persist_consume<T, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from(a.h2),
                                       SiluMulEpi{a.act, I}, j, jd);
-    mark(5);
     grid_sync(a.barrier, k);
-    mark(6);
     // h = h2 + Wdown act
     persist_consume<T, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from(a.act),
                                        ResidualCgEpi<1>{a.h2, a.h}, j, jd);
-    mark(7);
     grid_sync(a.barrier, k);
-    mark(8);
   }
   // logits [V] = lm_head rmsnorm(h)
   persist_consume<T, 2, 2, 4, true>(rg, D, a.vocab / 2, a.final_norm, a.eps, from(a.h),
                                     StoreEpi<2>{a.logits}, j, jd);
-  mark(10);
-  if (a.trace && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(a.trace + 11, 1ull);
   persist_exit(a.barrier, a.counters, cl.total);
 }
 
@@ -183,7 +161,8 @@ bool decode_persistent_trial(const PersistentDecode<T>& a, cudaStream_t s, bool 
     cudaGetLastError();  // a refused launch is not sticky: clear it and fall back
     std::fprintf(stderr,
                  "hayate: the persistent decode kernel cannot run here (%s: fewer SMs than the "
-                 "device reports, e.g. under MPS limits); decode runs the per-kernel graph\n",
+                 "device reports, e.g. under MPS limits); bucket 1 runs the batched GEMVs or "
+                 "GEMMs\n",
                  cudaGetErrorString(e));
     return false;
   }

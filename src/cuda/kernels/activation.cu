@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 

@@ -14,12 +14,4 @@ __device__ __forceinline__ void rope_turn(float& a, float& b, float c, float s) 
   a = a2;
 }
 
-__device__ __forceinline__ void rope_rotate(float& a, float& b, int pos, float inv_freq) {
-  // Precise sincosf: angles reach max_context radians, where the fast
-  // intrinsics lose all accuracy.
-  float s, c;
-  sincosf(float(pos) * inv_freq, &s, &c);
-  rope_turn(a, b, c, s);
-}
-
 }  // namespace hayate::cuda

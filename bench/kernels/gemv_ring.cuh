@@ -1,5 +1,5 @@
 // Decode GEMV that streams W through shared memory with bulk async copies
-// (run 10, issue 4). gemv.cuh's kernels keep the weight loads in flight in
+// (run 10, issue 4). gemv_variants.cuh's kernels keep the weight loads in flight in
 // registers: at 4 blocks of 256 threads and 16 KB per block in flight an SM
 // holds 64 KB, and halving the grid to make room for the next kernel under
 // PDL halved that (run 8). Here one block per SM keeps a ring of S stages in
@@ -21,8 +21,8 @@
 // per thread R * NC shared loads of 16 bytes, the FMAs and one warp reduction
 // per row; warps synchronise through mbarriers only (see the loop), so the
 // epilogue of one tile does not hold up the block.
-// Epilogues are gemv.cuh's (row mapping, prepare, store); the launchers pass
-// the early-read ones (kEarly), whose reads this kernel issues a stage ahead.
+// Epilogues are ring.cuh's and gemv_variants.cuh's (row mapping, prepare,
+// store); the early-read ones (kEarly) have their reads issued a stage ahead.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,120 +30,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cuda/gemv.cuh"
+#include "cuda/kernels/ring.cuh"
 #include "cuda/launch.h"
+#include "gemv_variants.cuh"
 
 namespace hayate::cuda {
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// mbarrier + bulk copy (sm_90). Other architectures trap: the build targets
-// sm_90a only (CMakeLists.txt), the guard keeps the header compilable.
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-#else
-  __trap();
-#endif
-}
-// Makes the initialised barriers visible to the async proxy (the bulk copies).
-__device__ __forceinline__ void mbar_init_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-// One arrival that also expects `bytes` of transactions this phase.
-__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-#else
-  __trap();
-#endif
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-#else
-  __trap();
-#endif
-}
-// One arrival (release at CTA scope: the arriving thread's writes are seen by
-// threads that then wait on the phase).
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-#else
-  __trap();
-#endif
-}
-// bytes (multiple of 16, both addresses 16-byte aligned) from global to shared,
-// completing on bar.
-__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes,
-                                         uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-#else
-  __trap();
-#endif
-}
-
-// A warp's share of a stage's dot products, reduced over the warp: acc[r] =
-// sum over this thread's chunks c = t + jj * step (c < nchunks) of row r of the
-// stage (R rows of row_bytes at st) . xr[jj]. Shared with persistent.cuh.
-template <typename T, int R, int NC>
-__device__ __forceinline__ void ring_tile_dot(const unsigned char* st, uint32_t row_bytes, int t,
-                                              int step, int nchunks, const float (&xr)[NC][8],
-                                              float (&acc)[R]) {
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-#pragma unroll
-  for (int jj = 0; jj < NC; ++jj) {
-    const int c = t + jj * step;
-    if (c < nchunks) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const uint4 w = *reinterpret_cast<const uint4*>(st + r * row_bytes + size_t(c) * 16);
-        float f[8];
-        unpack8<T>(w, f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
-}
-
-// A tile's epilogue, lane `group` of its warp: sum[r] = rstd * the partial sums
-// part[w][r] of the group's WPG warps (w = group * WPG ...). Shared with
-// persistent.cuh.
-template <int R, int WPG, int PR>
-__device__ __forceinline__ void ring_group_sums(const float (*part)[PR], int group, float rstd,
-                                                float (&sum)[R]) {
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    sum[r] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < WPG; ++i) sum[r] += part[group * WPG + i][r];
-    sum[r] *= rstd;
-  }
-}
 
 constexpr int kTmaMaxStages = 16;
 // 8 consumer warps (kGemvThreads) and one producer warp that only issues the

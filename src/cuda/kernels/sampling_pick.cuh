@@ -1,8 +1,8 @@
 // The sampler's walk over one row of logits sorted in descending order (ties
 // by ascending id, as the host's total order): temperature, top-k, top-p,
 // min-p, then the draw u = uniform01(seed, step, 0) (engine/sampling.h
-// semantics). Shared by the single-stream sampler (sampling.cu, one row) and
-// the batched one (sampling_batched.cu, one block per row).
+// semantics). Shared by the per-row sampler (sampling.cu, one row) and the
+// batched one (sampling_batched.cu, one block per row).
 #pragma once
 
 #include <cub/block/block_reduce.cuh>

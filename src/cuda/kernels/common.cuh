@@ -106,29 +106,6 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// One warp's online-softmax step for one head over a tile of nt <= 64 scores
-// s[0..nt) (shared memory): turns them into e^(s - m_new) in place; lane 0
-// updates the running max m and sum l and sets alpha = e^(m_old - m_new), the
-// factor for the output so far. Used by the split-KV decode attention
-// (attention.cu); persistent.cuh writes it out (see there why).
-__device__ __forceinline__ void softmax_tile64(float* s, int nt, float& m, float& l, float& alpha) {
-  const int lane = threadIdx.x % 32;
-  const float v0 = lane < nt ? s[lane] : -FLT_MAX;
-  const float v1 = lane + 32 < nt ? s[lane + 32] : -FLT_MAX;
-  const float m_old = m;
-  const float m_new = fmaxf(m_old, warp_max(fmaxf(v0, v1)));
-  const float p0 = lane < nt ? __expf(v0 - m_new) : 0.0f;
-  const float p1 = lane + 32 < nt ? __expf(v1 - m_new) : 0.0f;
-  s[lane] = p0;
-  s[lane + 32] = p1;
-  const float sum = warp_sum(p0 + p1);
-  if (lane == 0) {
-    alpha = __expf(m_old - m_new);
-    l = l * alpha + sum;
-    m = m_new;
-  }
-}
-
 // Programmatic dependent launch (sm_90). griddep_wait(): block until the
 // previous kernel in the stream has completed and its writes are visible; every
 // block calls it before touching data another kernel wrote, and before it

@@ -1,7 +1,7 @@
 // RMSNorm: fp32 residual stream in, T out (the GEMM input); optionally of
-// gathered rows (the batched backend's LM-head rows). The single stream's
-// decode fuses the norm into the next GEMV's prologue instead (gemv.cuh).
-#include "cuda/common.cuh"
+// gathered rows (the batched backend's LM-head rows). Bucket 1's persistent
+// kernel fuses the norm into its GEMV phases instead (persistent.cuh).
+#include "cuda/kernels/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 

@@ -7,8 +7,8 @@
 // L1 traffic (M/R x loads per weight load) under the L1's bandwidth.
 // No shared memory and no barriers: a warp past N just returns.
 #include "core/check.h"
-#include "cuda/common.cuh"
 #include "cuda/gemv_batched.h"
+#include "cuda/kernels/common.cuh"
 #include "cuda/launch.h"
 
 namespace hayate::cuda {

@@ -1,5 +1,5 @@
 // Token embedding lookup into the fp32 residual stream.
-#include "cuda/common.cuh"
+#include "cuda/kernels/common.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 

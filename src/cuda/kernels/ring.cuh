@@ -1,0 +1,159 @@
+// The weight ring's pieces (sm_90), shared by the persistent decode kernel
+// (persistent.cuh) and the lab's ring GEMV (bench/kernels/gemv_ring.cuh): the
+// mbarriers and bulk async copies that fill a block's shared-memory stages
+// with rows of W [rows, K], a warp's dot products of a stage with its slice of
+// x, the sums of a tile's row groups, and the epilogues that map a row group
+// to its rows and store its sums.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/common.cuh"
+
+namespace hayate::cuda {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// mbarrier + bulk copy (sm_90). Other architectures trap: the build targets
+// sm_90a only (CMakeLists.txt), the guard keeps the header compilable.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#else
+  __trap();
+#endif
+}
+// Makes the initialised barriers visible to the async proxy (the bulk copies).
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// One arrival that also expects `bytes` of transactions this phase.
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#else
+  __trap();
+#endif
+}
+// One arrival (release at CTA scope: the arriving thread's writes are seen by
+// threads that then wait on the phase).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+#else
+  __trap();
+#endif
+}
+// bytes (multiple of 16, both addresses 16-byte aligned) from global to shared,
+// completing on bar.
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes,
+                                         uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+// A warp's share of a stage's dot products, reduced over the warp: acc[r] =
+// sum over this thread's chunks c = t + jj * step (c < nchunks) of row r of the
+// stage (R rows of row_bytes at st) . xr[jj].
+template <typename T, int R, int NC>
+__device__ __forceinline__ void ring_tile_dot(const unsigned char* st, uint32_t row_bytes, int t,
+                                              int step, int nchunks, const float (&xr)[NC][8],
+                                              float (&acc)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+#pragma unroll
+  for (int jj = 0; jj < NC; ++jj) {
+    const int c = t + jj * step;
+    if (c < nchunks) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const uint4 w = *reinterpret_cast<const uint4*>(st + r * row_bytes + size_t(c) * 16);
+        float f[8];
+        unpack8<T>(w, f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+// A tile's epilogue, lane `group` of its warp: sum[r] = rstd * the partial sums
+// part[w][r] of the group's WPG warps (w = group * WPG ...).
+template <int R, int WPG, int PR>
+__device__ __forceinline__ void ring_group_sums(const float (*part)[PR], int group, float rstd,
+                                                float (&sum)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    sum[r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < WPG; ++i) sum[r] += part[group * WPG + i][r];
+    sum[r] *= rstd;
+  }
+}
+
+// ---- epilogues: row mapping of a row group, and where its sums go ----------
+
+// Each epilogue maps a row group to its rows (row), reads what it needs from
+// global memory before the tile's dot products (prepare, into Pre), and writes the
+// group's sums (store).
+struct NoPre {};
+
+// y[row] = sum (R consecutive rows per group).
+template <int R>
+struct StoreEpi {
+  float* y;
+  using Pre = NoPre;
+  __device__ int row(int g, int r) const { return g * R + r; }
+  __device__ Pre prepare(int) const { return {}; }
+  __device__ void store(int g, const float (&acc)[R], Pre) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) y[g * R + r] = acc[r];
+  }
+};
+
+// Fused gate/up: rows g (gate) and inter + g (up); act[g] = silu(gate) * up.
+struct SiluMulEpi {
+  float* act;
+  int inter;
+  using Pre = NoPre;
+  __device__ int row(int g, int r) const { return g + r * inter; }
+  __device__ Pre prepare(int) const { return {}; }
+  __device__ void store(int g, const float (&acc)[2], Pre) const {
+    const float gate = acc[0];
+    act[g] = gate / (1.0f + __expf(-gate)) * acc[1];
+  }
+};
+
+}  // namespace hayate::cuda
