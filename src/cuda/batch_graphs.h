@@ -3,7 +3,7 @@
 // all-decode step (rows past the batch are padding). Small buckets get a
 // second graph whose attention is the one-pass short-context kernel
 // (paged_attention_decode_short); the host picks it when every row's context
-// fits, as the single-stream backend does with its second pair of graphs.
+// fits.
 // Large buckets get a second graph whose split attention is sized for rows
 // of at most a bound of keys (paged_decode_whole_row_keys: one split per row,
 // no empty split slots); the host picks it when every row fits the bound.

@@ -495,8 +495,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                               2 * S * size_t(max_blocks_);
     for (Flight& f : flights_) {
       f.meta = PinnedInts(meta_words);
-      HAYATE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&f.meta_dev),
-                                                 f.meta.data(), 0));
+      void* mapped = nullptr;
+      HAYATE_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, f.meta.data(), 0));
+      f.meta_dev = static_cast<const int32_t*>(mapped);
       f.out = PinnedInts(R);
       f.states = Pinned<StepState>(S);
       f.ng_rows = PinnedInts(S);
@@ -702,7 +703,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
   SamplerPath sampler_ = SamplerPath::kAuto;
   bool persistent_ = false;  // bucket 1 may run on the persistent kernel
-  PersistentDecode<T> persist_{};  // layers == nullptr: bucket 1 on the fused GEMVs
+  PersistentDecode<T> persist_{};  // layers == nullptr: bucket 1 on batched GEMVs or cuBLAS
   PersistentLayer<T>* persist_layers_ = nullptr;
   float *persist_h2_ = nullptr, *persist_part_o_ = nullptr, *persist_part_ml_ = nullptr;
   unsigned* persist_barrier_ = nullptr;

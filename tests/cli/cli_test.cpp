@@ -185,6 +185,15 @@ TEST(Cli, BadModelsAndLengths) {
                         "context");
   expect_one_line_error(tiny({"generate", "--prompt", "one two three", "--max-length", "2"}),
                         "--max-length");
+  // --max-context: negative, or past the model's max_position_embeddings (a
+  // pool the machine cannot hold), is a one-line error before any allocation.
+  expect_one_line_error(tiny({"generate", "--max-context", "-1", "--prompt", "hi"}),
+                        "--max-context");
+  expect_one_line_error(tiny({"generate", "--max-context", "100000000", "--prompt", "hi"}),
+                        "max_position_embeddings");
+  expect_one_line_error(tiny({"perplexity", "--max-context", "-5", "--file",
+                              golden::data_dir() + "/text_ja_en.txt"}),
+                        "--max-context");
   expect_one_line_error(tiny({"perplexity", "--file", "/nonexistent/text.txt"}),
                         "/nonexistent/text.txt");
   expect_one_line_error(tiny({"perplexity", "--file", golden::data_dir() + "/text_ja_en.txt",

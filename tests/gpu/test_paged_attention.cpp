@@ -28,7 +28,7 @@ struct Case {
   int n_heads, n_kv_heads, head_dim, block_size;
   std::vector<int> lens;  // keys per sequence; one decode row each
   PagedDecodeTuning tune;
-  int one_pass = 0;  // paged_attention_decode_short instead of the split kernel: 1 out in T, 2 fp32
+  int one_pass = 0;  // 1: paged_attention_decode_short instead of the split kernel
   int pad_blocks = 0;  // table stride past the longest row (the backend's: max_model_len's)
 };
 
@@ -73,11 +73,7 @@ void run_case(const Case& c) {
   Dev<T> out(size_t(S) * q_dim);  // poisoned
   const PagedShape sh{c.n_heads, c.n_kv_heads, hd, bs, max_blocks};
   const PagedMeta meta{dpos.get(), dseq.get(), dtables.get()};
-  Dev<float> out_f(c.one_pass == 2 ? size_t(S) * q_dim : 0);  // poisoned
-  if (c.one_pass == 2)
-    paged_attention_decode_short<T, float>(dq.get(), dk.get(), dv.get(), sh, meta, drows.get(), S,
-                                           out_f.get(), nullptr);
-  else if (c.one_pass == 1)
+  if (c.one_pass == 1)
     paged_attention_decode_short<T>(dq.get(), dk.get(), dv.get(), sh, meta, drows.get(), S,
                                     out.get(), nullptr);
   else
@@ -85,7 +81,7 @@ void run_case(const Case& c) {
                                     n_splits, c.tune, part_o.get(), part_ml.get(), out.get(),
                                     nullptr);
   HAYATE_CUDA_CHECK(cudaGetLastError());
-  const std::vector<float> got = c.one_pass == 2 ? out_f.download() : download_f(out);
+  const std::vector<float> got = download_f(out);
 
   std::vector<float> ref(size_t(S) * q_dim);
   for (int s = 0; s < S; ++s) {
@@ -380,8 +376,7 @@ TEST(PagedAttention, DecodeShortOnePassVsCpu) {
   const std::vector<int> to256 = {1, 17, 128, 129, 200, 255, 256};
   run_case<half>({32, 8, 128, 16, to128, {}, 1});           // Llama-3-8B: group 4
   run_case<__nv_bfloat16>({32, 8, 128, 16, to128, {}, 1});  // same, bf16
-  run_case<half>({32, 8, 128, 16, to128, {}, 2});           // fp32 out (bucket 1's o_proj input)
-  run_case<__nv_bfloat16>({32, 8, 128, 16, {100}, {}, 2});  // one row, as bucket 1
+  run_case<__nv_bfloat16>({32, 8, 128, 16, {100}, {}, 1});  // one row
   run_case<half>({8, 2, 128, 7, to128, {}, 1});             // odd block size
   run_case<__nv_bfloat16>({16, 2, 128, 16, to128, {}, 1});  // group 8
   run_case<half>({4, 4, 64, 7, to256, {}, 1});              // group 1, head_dim 64
