@@ -1,62 +1,36 @@
 #!/usr/bin/env bash
-# The CUDA backend's device run: gpu tests, the kernel lab, decode timing and
-# the 8B check against transformers, with every log under $OUT.
+# The kernel lab and the 8B check against transformers on the GPU machine,
+# with every log under $OUT (the gpu test suites: tools/gpu_suites.sh).
 #
 # Runs on the GPU machine from the repository root:
-#   tools/gpu_run.sh [BINDIR] [STEPS]
-# BINDIR holds prebuilt binaries (default out/gpu: gpu_kernel_tests,
-# gpu_forward_tests, gemv_lab, decode_bench, hf_check_dump; tools/gpu_pack.sh
-# copies them there from build/cuda); when one is missing it is built here in
-# build/cuda. STEPS: any of tests,lab,decode,hf8b (default all).
+#   tools/gpu_run.sh BINDIR [STEPS]
+# BINDIR holds gemv_lab and hf_check_dump (tools/pack_device.sh BUILD DEST
+# bench/kernels/gemv_lab bench/kernels/hf_check_dump packs them). STEPS: any
+# of lab,hf8b (default both). HF8B_MODE: decode (default: 128 single-token steps,
+# bucket 1 on the persistent kernel) or prefill (one chunk).
 set -uo pipefail
-BIN=${1:-out/gpu}
-STEPS=${2:-tests,lab,decode,hf8b}
+BIN=${1:?BINDIR}
+STEPS=${2:-lab,hf8b}
 OUT=${OUT:-out/logs}
 mkdir -p "$OUT"
 root=$(pwd)
-
 # The binaries were built in /work/main: test data and assets are found there.
 if [ ! -e /work/main/tests ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib "$root/$BIN/lib"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
 done
-if ! ldconfig -p | grep -q libcublas.so.13 && [ ! -e /usr/local/cuda/lib64/libcublas.so.13 ]; then
-  lib=$(find / -name 'libcublas.so.13' -not -path '*/proc/*' 2>/dev/null | head -1)
-  [ -n "$lib" ] && export LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH
-fi
-
-for b in gpu_kernel_tests gpu_forward_tests gemv_lab decode_bench hf_check_dump; do
-  if [ ! -x "$BIN/$b" ]; then
-    echo "== $b missing in $BIN: building in build/cuda"
-    cmake -S . -B build/cuda -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
-      cmake --build build/cuda --target "$b" -j "$(nproc)" >>"$OUT/build.log" 2>&1
-    mkdir -p "$BIN"
-    cp "$(find build/cuda -name "$b" -type f -perm -u+x | head -1)" "$BIN/" || echo "cannot build $b"
-  fi
-done
-
 { nvidia-smi; nvidia-smi -q -d CLOCK | head -40; } >"$OUT/nvidia_smi.txt" 2>&1
 status=0
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
-
-if has tests; then
-  echo "== gpu tests"
-  "$BIN/gpu_kernel_tests" --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -30 || status=1
-  "$BIN/gpu_forward_tests" --gtest_brief=1 2>&1 | tee -a "$OUT/gpu_tests.log" | grep -v "^\[ *OK" | tail -40 || status=1
-  grep -E "^\[  (PASSED|FAILED)|tests ran" "$OUT/gpu_tests.log"
-fi
+find_bin() { find "$BIN" -name "$1" -type f -perm -u+x | head -1; }
 if has lab; then
   echo "== kernel lab"
-  "$BIN/gemv_lab" 2>&1 | tee "$OUT/gemv_lab.log" || status=1
-fi
-if has decode; then
-  echo "== decode timing"
-  "$BIN/decode_bench" dummy:llama-3.1-8b float16 2>&1 | tee "$OUT/decode_bench.log" || status=1
+  "$(find_bin gemv_lab)" 2>&1 | tee "$OUT/gemv_lab.log" || status=1
 fi
 if has hf8b; then
   echo "== 8B teacher-forced check against transformers"
   dir=$(mktemp -d)
-  "$BIN/hf_check_dump" "$dir" dummy:llama-3.1-8b 128 float16 2>&1 | tee "$OUT/hf_8b_check.log" &&
+  "$(find_bin hf_check_dump)" "$dir" dummy:llama-3.1-8b 128 float16 ${HF8B_MODE:-decode} 2>&1 | tee "$OUT/hf_8b_check.log" &&
     PYTHONUNBUFFERED=1 python3 tools/hf_8b_check.py "$dir" 2>&1 | tee -a "$OUT/hf_8b_check.log" || status=1
   rm -rf "$dir"
 fi

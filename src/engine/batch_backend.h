@@ -65,12 +65,12 @@ struct BatchSeq {
   std::span<const int32_t> block_table;      // physical blocks covering [0, start_pos + n)
   bool sample = false;                       // sample one id after the chunk's last token
   bool all_logits = false;                   // keep the fp32 logits of every token of the chunk
+  const SamplingParams* sampling = nullptr;  // valid when sample
+  uint64_t sample_step = 0;                  // random stream index: tokens generated so far
   // >= 0: tokens (one) is a stand-in for the id the previous launched step
   // sampled for its seqs[prev_slot], which the backend takes from there (on
   // the device) so the step can be launched before that id reached the host.
   int prev_slot = -1;
-  const SamplingParams* sampling = nullptr;  // valid when sample
-  uint64_t sample_step = 0;                  // random stream index: tokens generated so far
 };
 
 struct Batch {

@@ -82,8 +82,7 @@ class ScriptedBackend final : public BatchBackend {
 
 // The engine of an offline command over the scripted backend.
 struct Scripted {
-  Scripted sc;
-  ScriptedBackend& be = sc.be;
+  ScriptedBackend be;
   Engine engine{be, nullptr, EngineOptions{1, 64}};
 };
 

@@ -131,6 +131,25 @@ class EngineTest : public ::testing::Test {
     return out;
   }
 
+  // The oracle's logits after `tokens` run at `pos` (the last row) [vocab].
+  static void oracle_logits(std::span<const int32_t> tokens, int pos, std::span<float> row) {
+    std::vector<int32_t> table;
+    for (int b = 0; b < oracle_->num_blocks(); ++b) table.push_back(b);
+    Batch b;
+    BatchSeq s;
+    s.tokens = tokens;
+    s.start_pos = pos;
+    s.block_table = table;
+    s.all_logits = true;
+    b.seqs.push_back(s);
+    b.num_tokens = int(tokens.size());
+    int32_t unused = -1;
+    oracle_->step(b, std::span<int32_t>(&unused, 1));
+    std::vector<float> rows(tokens.size() * row.size());
+    oracle_->last_chunk_logits(0, rows);
+    std::copy(rows.end() - ptrdiff_t(row.size()), rows.end(), row.begin());
+  }
+
   // One backend step of one sequence at `pos`; returns the sampled id.
   static int32_t step_one(const std::vector<int32_t>& tokens, int pos,
                           const std::vector<int32_t>& table, const SamplingParams& p,

@@ -1,5 +1,5 @@
-// Host-side sampling inside the engine (penalties, logprobs) against the
-// single-sequence CPU backend: logprobs equal the log_softmax (by hand, in
+// Host-side sampling inside the engine (penalties, logprobs) against one
+// sequence through the CPU backend stepped by hand: logprobs equal the log_softmax (by hand, in
 // double) of the oracle's logits; penalised greedy ids follow the penalty
 // formula applied here to the oracle's logits; seeded draws keep the random
 // stream of the plain path. Host and device-path requests share batches, so
@@ -23,13 +23,13 @@ std::vector<std::vector<float>> oracle_rows(const std::vector<int32_t>& prompt,
                                             const std::vector<int32_t>& ids) {
   std::vector<std::vector<float>> rows;
   std::vector<float> row(size_t(EngineTest::kVocab));
-  EngineTest::oracle_->forward(prompt, 0, row, false);
+  EngineTest::oracle_logits(prompt, 0, row);
   int pos = int(prompt.size());
   for (size_t k = 0; k < ids.size(); ++k) {
     rows.push_back(row);
     if (k + 1 == ids.size()) break;
     const int32_t one[1] = {ids[k]};
-    EngineTest::oracle_->forward(one, pos++, row, false);
+    EngineTest::oracle_logits(one, pos++, row);
   }
   return rows;
 }
@@ -40,7 +40,7 @@ std::vector<int32_t> penalised_greedy(const std::vector<int32_t>& prompt, int n,
                                       const SamplingParams& p) {
   std::vector<int32_t> out;
   std::vector<float> row(size_t(EngineTest::kVocab));
-  EngineTest::oracle_->forward(prompt, 0, row, false);
+  EngineTest::oracle_logits(prompt, 0, row);
   int pos = int(prompt.size());
   for (int i = 0; i < n; ++i) {
     std::map<int32_t, int> count;
@@ -58,7 +58,7 @@ std::vector<int32_t> penalised_greedy(const std::vector<int32_t>& prompt, int n,
     }
     out.push_back(best);
     const int32_t one[1] = {best};
-    if (i + 1 < n) EngineTest::oracle_->forward(one, pos++, row, false);
+    if (i + 1 < n) EngineTest::oracle_logits(one, pos++, row);
   }
   return out;
 }
