@@ -143,6 +143,8 @@ class CpuPagedBackend final : public BatchBackend {
 
     // LM head on the logits rows only (logit_rows): [m, H] -> [m, V].
     rows_ = logit_rows(batch);
+    all_logits_.clear();
+    for (const BatchSeq& q : batch.seqs) all_logits_.push_back(q.all_logits);
     const int m = int(rows_.token_row.size());
     std::vector<float> last(size_t(m) * H);
     std::vector<float>& logits = last_logits_;
@@ -172,7 +174,7 @@ class CpuPagedBackend final : public BatchBackend {
 
   void last_chunk_logits(int i, std::span<float> out) override {
     const size_t V = size_t(c_.vocab_size);
-    HAYATE_CHECK(i >= 0 && size_t(i) < rows_.first.size() && rows_.first[size_t(i)] >= 0,
+    HAYATE_CHECK(i >= 0 && size_t(i) < all_logits_.size() && all_logits_[size_t(i)],
                  "last_chunk_logits: sequence ", i, " of the last step kept no logits");
     const size_t first = size_t(rows_.first[size_t(i)]);
     const size_t end = size_t(i) + 1 < rows_.first.size() && rows_.first[size_t(i) + 1] >= 0
@@ -192,6 +194,7 @@ class CpuPagedBackend final : public BatchBackend {
   std::deque<std::vector<int32_t>> unfinished_;  // ids of launched, unfinished steps
   std::vector<float> last_logits_;  // [logits rows of the last step, V]
   LogitRows rows_;                  // the last step's logits rows
+  std::vector<bool> all_logits_;    // per seq of the last step
 
   // Start of the K or V row of position `p` of sequence `s` in layer `l`.
   float* slot(std::vector<float>& pool, int l, const BatchSeq& s, int p) {

@@ -85,7 +85,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     int seqs = 0;
     std::vector<int32_t> which, slot;  // sampling seqs: index in the batch, output slot
     std::vector<int32_t> out_index;    // per seq: its output slot, -1 when it did not sample
-    std::vector<int> first, count;     // per seq: its logits rows
+    std::vector<int> first, count;     // per all_logits seq: its logits rows (else -1, 0)
   };
  public:
   CudaBatchBackend(const Model& model, const BatchBackendOptions& o, DecodeMatmul matmul)
@@ -257,14 +257,15 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       forward(StepPlan{rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m,
                        Matmul{graphs_.gemv_max(), false}, short_attn, dec_keys});
     }
-    // Each seq's logits rows, and each sampling seq's output slot (its
-    // logits row; graph: the seq's own row).
+    // The logits rows of each all_logits seq, and each sampling seq's output
+    // slot (its logits row; graph: the seq's own row).
     f.first.assign(size_t(S), -1);
     f.count.assign(size_t(S), 0);
     for (int i = 0; i < S; ++i) {
-      if (lr.first[size_t(i)] < 0) continue;
+      const BatchSeq& q = batch.seqs[size_t(i)];
+      if (!q.all_logits) continue;
       f.first[size_t(i)] = use_graph ? i : lr.first[size_t(i)];
-      f.count[size_t(i)] = batch.seqs[size_t(i)].all_logits ? int(batch.seqs[size_t(i)].tokens.size()) : 1;
+      f.count[size_t(i)] = int(q.tokens.size());
     }
     f.slot.resize(f.which.size());
     for (size_t j = 0; j < f.which.size(); ++j) {

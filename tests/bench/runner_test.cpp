@@ -138,7 +138,6 @@ TEST_F(RunnerTest, MaxLengthSemanticsIgnoreEosAndExactTimings) {
 
 TEST_F(RunnerTest, RespectEosStopsTheRequest) {
   Scripted sc;
-  ScriptedBackend& be = sc.be;
   BenchOptions opt;
   opt.max_new_tokens = 10;
   opt.respect_eos = true;

@@ -41,6 +41,7 @@ class GenerateTest : public ::testing::Test {
     o.num_blocks = 4;
     o.max_num_seqs = 1;
     o.max_num_batched_tokens = 64;
+    o.max_logit_rows = 64;  // the reference reads every row of a prompt
     backend_ = make_cpu_paged_backend(*model_, o);
     model_->config.eos_ids = saved;
     engine_ = std::make_unique<Engine>(*backend_, tok_, EngineOptions{1, 64});
