@@ -8,7 +8,9 @@
 # Usage, from the repository root on the GPU machine:
 #   tools/ab_engine.sh A_BINARY B_BINARY
 # Environment: OUT (default out/ab), ROUNDS (default 2), MODEL (default
-#   dummy:llama-3.1-8b), STEPS (default latency,p122,maxload,llmib,ppl).
+#   dummy:llama-3.1-8b), STEPS (default latency,p122,maxload,llmib,ppl),
+#   POWER_LOG=1 to log power and SM clock every second (nvidia-smi dmon) to
+#   $OUT/power.log beside the runs' start times in $OUT/summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 A=$1
@@ -21,15 +23,22 @@ mkdir -p "$OUT/json" "$OUT/logs"
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 summary="$OUT/summary.txt"
 : >"$summary"
+if [ -n "${POWER_LOG:-}" ]; then
+  nvidia-smi dmon -s pc -d 1 -o T >"$OUT/power.log" 2>&1 &
+  dmon=$!
+  trap 'kill $dmon 2>/dev/null' EXIT
+fi
 
 # name BIN LABEL ARGS...: one run, its JSON and log kept; prints the headline.
 run() {
   local label=$1 bin=$2 name=$3
   shift 3
   local t0=$SECONDS
+  local start
+  start=$(date +%H:%M:%S)
   timeout -k 10 240 "$bin" "$@" --json "$OUT/json/$name-$label.json" \
     >"$OUT/logs/$name-$label.log" 2>&1
-  echo "$name $label rc=$? $((SECONDS - t0))s" >>"$summary"
+  echo "$name $label rc=$? $((SECONDS - t0))s from $start" >>"$summary"
 }
 
 for r in $(seq 1 "$ROUNDS"); do
