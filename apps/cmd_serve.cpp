@@ -33,6 +33,8 @@ struct ServeArgs {
   size_t max_connections = 2048;
   double shutdown_grace_s = 30.0;
   int keep_alive_timeout_s = 5;
+  double head_timeout_s = 10.0;
+  double request_timeout_s = 60.0;
   int max_n = 16;
   double gpu_memory_fraction = 0.9;
 };
@@ -61,6 +63,8 @@ int run_serve(const ServeArgs& a) {
   so.max_body_bytes = a.max_body_bytes;
   so.max_connections = a.max_connections;
   so.keep_alive_timeout_s = a.keep_alive_timeout_s;
+  so.head_timeout_s = a.head_timeout_s;
+  so.request_timeout_s = a.request_timeout_s;
   so.limits.max_n = a.max_n;
   server::OpenAIServer srv(so);
   const int port = srv.listen();
@@ -69,6 +73,12 @@ int run_serve(const ServeArgs& a) {
   std::fflush(stdout);
 
   Model model = load_model(spec, a.model.seed, assets_dir());
+  // A context past the model's positions would size the KV pool for it
+  // (--max-context 100000000 ended in std::bad_alloc).
+  HAYATE_CHECK(a.model.max_context >= 0 &&
+                   a.model.max_context <= model.config.max_position_embeddings,
+               "--max-context must be in [0, ", model.config.max_position_embeddings,
+               "] (0: the default), got ", a.model.max_context);
   Tokenizer tokenizer =
       Tokenizer::load(a.model.tokenizer.empty() ? model.tokenizer_dir : a.model.tokenizer);
   BatchBackendOptions bo;
@@ -153,12 +163,20 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--keep-alive-timeout", args->keep_alive_timeout_s,
                   "seconds an idle connection stays open (also bounds the wait at shutdown)")
       ->capture_default_str();
+  cmd->add_option("--request-head-timeout", args->head_timeout_s,
+                  "seconds from a request's first byte to the end of its headers; 408 beyond")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", args->request_timeout_s,
+                  "seconds from a request's first byte to the end of its body; 408 beyond")
+      ->capture_default_str();
   cmd->add_option("--max-n", args->max_n, "most choices (n) per request")->capture_default_str();
   cmd->add_option("--shutdown-grace", args->shutdown_grace_s,
                   "seconds in-flight requests get to finish after SIGTERM before they are aborted")
       ->capture_default_str();
   cmd->callback([args] {
     HAYATE_CHECK(args->shutdown_grace_s >= 0.0, "--shutdown-grace must be >= 0");
+    HAYATE_CHECK(args->port >= 0 && args->port <= 65535, "--port must be in [0, 65535], got ",
+                 args->port);
     int rc = run_serve(*args);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

@@ -42,6 +42,7 @@ int32_t argmax(std::span<const float> v) {
 struct Cand {
   float logit;
   int32_t id;
+  double w = 0.0;  // probability, once computed
 };
 
 // Descending by logit, then ascending by id: a total order, so the kept set and
@@ -50,6 +51,111 @@ bool before(const Cand& a, const Cand& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
+// The candidates in the total order without sorting them all: a counting sort
+// into buckets of equal logit width (bucket 0 holds the largest), each bucket
+// sorted only when a walk has to look inside it. Every filter and the draw
+// keeps a prefix of the order, found from the buckets' masses: one pass to
+// bucket, a few small sorts, instead of sorting the vocabulary. Sums over
+// buckets round differently from one running sum only in a double's last bits.
+class Ordered {
+ public:
+  struct Scratch {
+    std::vector<uint32_t> items;  // candidate indices grouped by bucket
+    std::vector<uint16_t> of;     // each candidate's bucket
+    std::vector<uint32_t> start, fill;
+    std::vector<double> mass;
+    std::vector<uint8_t> sorted;
+  };
+
+  Ordered(const std::vector<Cand>& c, size_t n, float top, Scratch& s) : c_(c), s_(s) {
+    float low = top;
+    for (size_t i = 0; i < n; ++i) low = std::min(low, c[i].logit);
+    const size_t buckets = n <= kSortAll ? 1 : std::min<size_t>(n / 16, 8192);
+    const double scale = top > low ? double(buckets) / (double(top) - double(low)) : 0.0;
+    s.of.resize(n);
+    s.start.assign(buckets + 1, 0);
+    s.mass.assign(buckets, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      // Monotone in the logit: a larger logit never lands in a later bucket.
+      const auto b =
+          uint16_t(std::min(double(buckets - 1), (double(top) - double(c[i].logit)) * scale));
+      s.of[i] = b;
+      s.start[b + 1]++;
+      s.mass[b] += c[i].w;
+    }
+    for (size_t b = 0; b < buckets; ++b) s.start[b + 1] += s.start[b];
+    s.items.resize(n);
+    s.fill.assign(s.start.begin(), s.start.end() - 1);
+    for (size_t i = 0; i < n; ++i) s.items[s.fill[s.of[i]]++] = uint32_t(i);
+    s.sorted.assign(buckets, 0);
+  }
+
+  const Cand& operator[](size_t i) const { return c_[s_.items[i]]; }
+
+  // The position of the first candidate, among the first `end`, at which the
+  // running mass reaches `target` (exceeds it when `strict`); end - 1 if none.
+  size_t cross(double target, bool strict, size_t end) {
+    auto reached = [&](double sum) { return strict ? sum > target : sum >= target; };
+    double acc = 0.0;
+    for (size_t b = 0; b + 1 < s_.start.size() && s_.start[b] < end; ++b) {
+      if (s_.start[b + 1] <= end && !reached(acc + s_.mass[b])) {
+        acc += s_.mass[b];
+        continue;
+      }
+      sort(b);
+      for (size_t i = s_.start[b]; i < std::min<size_t>(s_.start[b + 1], end); ++i) {
+        acc += (*this)[i].w;
+        if (reached(acc)) return i;
+      }
+    }
+    return end - 1;
+  }
+
+  // The first position, among the first `end`, whose probability is below `floor`.
+  size_t first_below(double floor, size_t end) {
+    for (size_t b = 0; b + 1 < s_.start.size() && s_.start[b] < end; ++b) {
+      const size_t hi = std::min<size_t>(s_.start[b + 1], end);
+      bool any = false;
+      for (size_t i = s_.start[b]; i < hi && !any; ++i) any = (*this)[i].w < floor;
+      if (!any) continue;
+      sort(b);
+      for (size_t i = s_.start[b]; i < hi; ++i)
+        if ((*this)[i].w < floor) return i;
+    }
+    return end;
+  }
+
+  double mass(size_t end) const {
+    double m = 0.0;
+    size_t b = 0;
+    for (; b + 1 < s_.start.size() && s_.start[b + 1] <= end; ++b) m += s_.mass[b];
+    for (size_t i = s_.start[b]; i < end; ++i) m += (*this)[i].w;
+    return m;
+  }
+
+ private:
+  static constexpr size_t kSortAll = 2048;  // fewer candidates are simply sorted
+
+  void sort(size_t b) {
+    if (s_.sorted[b]) return;
+    s_.sorted[b] = 1;
+    std::sort(s_.items.begin() + ptrdiff_t(s_.start[b]),
+              s_.items.begin() + ptrdiff_t(s_.start[b + 1]),
+              [&](uint32_t x, uint32_t y) { return before(c_[x], c_[y]); });
+  }
+
+  const std::vector<Cand>& c_;
+  Scratch& s_;
+};
+
+// Per-thread buffers, reused from token to token: fresh vocabulary-sized
+// buffers for every sampled token page-fault in again each time (the
+// allocator returns them to the system), which costs more than the sampling.
+struct SampleScratch {
+  std::vector<Cand> cand;
+  Ordered::Scratch order;
+};
+
 }  // namespace
 
 int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t step) {
@@ -57,53 +163,40 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uin
   p.validate();
   if (p.greedy()) return argmax(logits);
 
+  thread_local SampleScratch scratch;
   const size_t V = logits.size();
-  std::vector<Cand> c(V);
-  for (size_t i = 0; i < V; ++i) c[i] = {logits[i] / p.temperature, int32_t(i)};
+  std::vector<Cand>& c = scratch.cand;
+  c.resize(V);
+  float mx = -INFINITY;
+  for (size_t i = 0; i < V; ++i) {
+    c[i] = {logits[i] / p.temperature, int32_t(i)};
+    mx = std::max(mx, c[i].logit);
+  }
 
   // top-k: keep the k best (all when k is 0 or >= V).
   size_t keep = V;
   if (p.top_k > 0 && size_t(p.top_k) < V) {
     keep = size_t(p.top_k);
-    std::nth_element(c.begin(), c.begin() + keep - 1, c.end(), before);
-    c.resize(keep);
+    std::nth_element(c.begin(), c.begin() + ptrdiff_t(keep) - 1, c.end(), before);
   }
-  std::sort(c.begin(), c.end(), before);
 
   // Softmax over the kept tokens in double, max subtracted.
-  std::vector<double> prob(keep);
-  const double mx = c[0].logit;
   double total = 0.0;
-  for (size_t i = 0; i < keep; ++i) total += prob[i] = std::exp(double(c[i].logit) - mx);
-  for (double& q : prob) q /= total;
+  for (size_t i = 0; i < keep; ++i) total += c[i].w = std::exp(double(c[i].logit) - double(mx));
+  for (size_t i = 0; i < keep; ++i) c[i].w /= total;
+  Ordered order(c, keep, mx, scratch.order);
 
   // top-p: the smallest prefix whose mass reaches top_p (token i is kept when
   // the mass before it is below top_p; the first token is always kept).
-  if (p.top_p < 1.0f) {
-    double before_mass = 0.0;
-    size_t n = 0;
-    while (n < keep && before_mass < double(p.top_p)) before_mass += prob[n++];
-    keep = std::max<size_t>(n, 1);
-  }
+  if (p.top_p < 1.0f) keep = order.cross(double(p.top_p), false, keep) + 1;
   // min-p: drop tokens below min_p times the top probability (a ratio, so it
-  // does not matter whether the earlier filters renormalised).
-  if (p.min_p > 0.0f) {
-    const double floor = double(p.min_p) * prob[0];
-    size_t n = 1;
-    while (n < keep && prob[n] >= floor) ++n;
-    keep = n;
-  }
+  // does not matter whether the earlier filters renormalised); the top
+  // token's probability is exp(0) / total.
+  if (p.min_p > 0.0f) keep = std::max<size_t>(order.first_below(double(p.min_p) / total, keep), 1);
 
-  // Inverse-CDF draw over the kept, renormalised mass.
-  double mass = 0.0;
-  for (size_t i = 0; i < keep; ++i) mass += prob[i];
-  const double target = double(uniform01(p.seed, step, 0)) * mass;
-  double acc = 0.0;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += prob[i];
-    if (target < acc) return c[i].id;
-  }
-  return c[keep - 1].id;  // rounding left target at the very end
+  // Inverse-CDF draw over the kept, renormalised mass, walking the order.
+  const double target = double(uniform01(p.seed, step, 0)) * order.mass(keep);
+  return order[order.cross(target, true, keep)].id;
 }
 
 }  // namespace hayate

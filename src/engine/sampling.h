@@ -10,8 +10,12 @@
 
 namespace hayate {
 
+// Temperatures below this are greedy (vLLM's _SAMPLING_EPS): dividing logits
+// by a tiny temperature overflows them to inf, and the softmax to NaN.
+inline constexpr float kSamplingEps = 1e-5f;
+
 struct SamplingParams {
-  float temperature = 0.0f;  // 0 = greedy
+  float temperature = 0.0f;  // below kSamplingEps (0 included) = greedy
   float top_p = 1.0f;        // (0, 1]
   int top_k = 0;             // 0 = off
   float min_p = 0.0f;        // [0, 1]
@@ -35,7 +39,8 @@ struct SamplingParams {
   // top_p outside (0, 1], top_k < 0, min_p outside [0, 1], penalties out of
   // their ranges, logprobs < -1).
   void validate() const;
-  bool greedy() const { return temperature == 0.0f; }
+  // Every sampler (host, CUDA single stream and batch) branches on this.
+  bool greedy() const { return temperature < kSamplingEps; }
   bool has_penalties() const {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
   }

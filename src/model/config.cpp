@@ -162,6 +162,10 @@ ModelConfig parse_config(const json& j, const std::string& source) {
                         {"num_attention_heads", c.num_heads},
                         {"num_key_value_heads", c.num_kv_heads}})
     HAYATE_CHECK(v > 0, source, ": field '", key, "' must be positive, got ", v);
+  // The weight table is sized from the layer count before any tensor is
+  // read; the largest Llama has 126 layers.
+  HAYATE_CHECK(c.num_layers <= kMaxLayers, source, ": field 'num_hidden_layers' must be at most ",
+               kMaxLayers, ", got ", c.num_layers);
   HAYATE_CHECK(c.num_heads % c.num_kv_heads == 0, source, ": field 'num_attention_heads' (",
                c.num_heads, ") is not a multiple of 'num_key_value_heads' (", c.num_kv_heads, ")");
   if (j.contains("head_dim") && !j.at("head_dim").is_null()) {

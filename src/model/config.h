@@ -22,6 +22,9 @@ struct RopeScaling {
   int original_max_position_embeddings = 8192;
 };
 
+// The most layers a config may declare (a validation bound, docs/api.md).
+inline constexpr int kMaxLayers = 1024;
+
 struct ModelConfig {
   std::string architecture = "LlamaForCausalLM";
   int vocab_size = 0;

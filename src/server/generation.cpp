@@ -14,13 +14,18 @@ using nlohmann::json;
 
 namespace {
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 size_t reason_index(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return 0;
-    case FinishReason::kLength: return 1;
-    default: return 2;
+    case FinishReason::kStop:
+      return 0;
+    case FinishReason::kLength:
+      return 1;
+    default:
+      return 2;
   }
 }
 
@@ -30,7 +35,9 @@ json usage_json(int prompt, int completion) {
           {"total_tokens", prompt + completion}};
 }
 
-std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+std::string sse(const json& j) {
+  return "data: " + dump(j) + "\n\n";
+}
 
 }  // namespace
 
@@ -48,11 +55,11 @@ std::shared_ptr<Call> OpenAIServer::Impl::start_call(GenRequest r) {
     if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down");
     if (in_flight + n > model.max_num_seqs + opt.max_queued) {
       metrics.rejected_queue_full++;
-      throw ApiError(503,
-                     cat("the server is at capacity (", in_flight, " sequences in flight, at most ",
-                         model.max_num_seqs, " running + ", opt.max_queued,
-                         " queued); retry later"),
-                     "", "queue_full");
+      throw ApiError(
+          503,
+          cat("the server is at capacity (", in_flight, " sequences in flight, at most ",
+              model.max_num_seqs, " running + ", opt.max_queued, " queued); retry later"),
+          "", "queue_full");
     }
     in_flight += n;
     calls.insert(call);
@@ -168,22 +175,35 @@ void OpenAIServer::Impl::abort_all() {
 }
 
 void OpenAIServer::Impl::handle_generate(const httplib::Request& req, httplib::Response& res,
-                                         Endpoint endpoint) {
+                                         const std::string& text, Endpoint endpoint) {
   if (!ready) throw ApiError(503, "the model is still loading", "", "loading");
   if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down");
-  json body = parse_json_body(req.body);
+  json body = parse_json_body(text);
   GenRequest g = parse_request(body, endpoint, limits, model.defaults, *model.tokenizer,
                                opt.served_model_names);
   std::shared_ptr<Call> call = start_call(std::move(g));
   if (call->req.stream)
-    respond_stream(call, res);
+    respond_stream(call, req, res);
   else
-    respond_once(*call, res);
+    respond_once(*call, req, res);
 }
 
-void OpenAIServer::Impl::respond_once(Call& call, httplib::Response& res) {
+void OpenAIServer::Impl::respond_once(Call& call, const httplib::Request& req,
+                                      httplib::Response& res) {
   std::unique_lock lock(call.m);
-  call.cv.wait(lock, [&] { return call.unfinished == 0; });
+  // Wakes every 100 ms to notice a client that went away: its requests are
+  // aborted (as vLLM does) instead of generating to max_tokens for nobody.
+  const ConnectionStream* conn = http.connection_of(req);
+  bool gone = false;
+  while (!call.cv.wait_for(lock, std::chrono::milliseconds(100),
+                           [&] { return call.unfinished == 0; })) {
+    if (gone || !conn || !conn->peer_closed()) continue;
+    gone = true;
+    metrics.client_disconnects++;
+    lock.unlock();
+    abort_call(call);
+    lock.lock();
+  }
   const GenRequest& g = call.req;
   const bool chat = g.endpoint == Endpoint::kChat;
   json choices = json::array();
@@ -244,7 +264,7 @@ struct StreamWriter {
   }
 
   json choice(int index, const std::string& text, const char* finish, bool role,
-               json logprobs = nullptr) const {
+              json logprobs = nullptr) const {
     json c = {{"index", index}, {"logprobs", std::move(logprobs)}};
     c["finish_reason"] = finish ? json(finish) : json(nullptr);
     if (call->req.endpoint == Endpoint::kChat) {
@@ -329,7 +349,7 @@ struct StreamWriter {
 }  // namespace
 
 void OpenAIServer::Impl::respond_stream(const std::shared_ptr<Call>& call,
-                                        httplib::Response& res) {
+                                        const httplib::Request& req, httplib::Response& res) {
   auto writer = std::make_shared<StreamWriter>();
   writer->call = call;
   writer->tok = model.tokenizer;
@@ -340,50 +360,54 @@ void OpenAIServer::Impl::respond_stream(const std::shared_ptr<Call>& call,
     metrics.client_disconnects++;
     abort_call(*call);
   };
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [writer, call, gone](size_t, httplib::DataSink& sink) -> bool {
-        if (!writer->started) {
-          writer->started = true;
-          std::string head = writer->prelude();
-          if (!head.empty() && !sink.write(head.data(), head.size())) {
-            gone();
-            return false;
-          }
-        }
-        std::deque<std::pair<int, EngineEvent>> batch;
-        bool all_done;
-        {
-          std::unique_lock lock(call->m);
-          // Wake at least every 100 ms to notice a client that went away
-          // while nothing was written (a long prefill or a full queue).
-          call->cv.wait_for(lock, std::chrono::milliseconds(100),
-                            [&] { return !call->pending.empty(); });
-          batch.swap(call->pending);
-          all_done = call->unfinished == 0;
-        }
-        if (batch.empty() && !all_done) {
-          if (!sink.is_writable()) {
-            gone();
-            return false;
-          }
-          return true;
-        }
-        std::string out;
-        for (const auto& [index, e] : batch) out += writer->event(index, e);
-        if (all_done) out += writer->ending();
-        if (!out.empty() && !sink.write(out.data(), out.size())) {
-          if (!all_done) gone();
-          return false;
-        }
-        if (all_done) sink.done();
-        return true;
-      },
-      // Runs when the response ends for any reason; aborting finished
-      // requests is a no-op, so this only matters when the stream was cut.
-      [this, call](bool success) {
-        if (!success) abort_call(*call);
-      });
+  auto provider = [writer, call, gone](size_t, httplib::DataSink& sink) -> bool {
+    if (!writer->started) {
+      writer->started = true;
+      std::string head = writer->prelude();
+      if (!head.empty() && !sink.write(head.data(), head.size())) {
+        gone();
+        return false;
+      }
+    }
+    std::deque<std::pair<int, EngineEvent>> batch;
+    bool all_done;
+    {
+      std::unique_lock lock(call->m);
+      // Wake at least every 100 ms to notice a client that went away
+      // while nothing was written (a long prefill or a full queue).
+      call->cv.wait_for(lock, std::chrono::milliseconds(100),
+                        [&] { return !call->pending.empty(); });
+      batch.swap(call->pending);
+      all_done = call->unfinished == 0;
+    }
+    if (batch.empty() && !all_done) {
+      if (!sink.is_writable()) {
+        gone();
+        return false;
+      }
+      return true;
+    }
+    std::string out;
+    for (const auto& [index, e] : batch) out += writer->event(index, e);
+    if (all_done) out += writer->ending();
+    if (!out.empty() && !sink.write(out.data(), out.size())) {
+      if (!all_done) gone();
+      return false;
+    }
+    if (all_done) sink.done();
+    return true;
+  };
+  // Runs when the response ends for any reason; aborting finished requests
+  // is a no-op, so this only matters when the stream was cut.
+  auto release = [this, call](bool success) {
+    if (!success) abort_call(*call);
+  };
+  // HTTP/1.0 has no chunked encoding: the stream ends with the connection
+  // (which the connection loop closes after any HTTP/1.0 request).
+  if (req.version == "HTTP/1.0")
+    res.set_content_provider("text/event-stream", std::move(provider), std::move(release));
+  else
+    res.set_chunked_content_provider("text/event-stream", std::move(provider), std::move(release));
 }
 
 }  // namespace hayate::server

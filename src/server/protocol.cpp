@@ -85,7 +85,7 @@ std::vector<int32_t> completion_prompt(const json& body, const Limits& lim, cons
                       "prompt");
   if (one->is_string()) {
     *text = one->get<std::string>();
-    return tok.encode(*text, /*add_special_tokens=*/true);
+    return tok.encode_at_most(*text, /*add_special_tokens=*/true, size_t(lim.max_model_len));
   }
   if (one->is_array()) {
     if (one->empty()) throw bad_request("'prompt' must not be empty", "prompt");
@@ -96,7 +96,7 @@ std::vector<int32_t> completion_prompt(const json& body, const Limits& lim, cons
   throw bad_request("'prompt' must be a string or a list of token ids", "prompt");
 }
 
-std::vector<int32_t> chat_prompt(const json& body, const Tokenizer& tok) {
+std::vector<int32_t> chat_prompt(const json& body, const Limits& lim, const Tokenizer& tok) {
   const json* m = field(body, "messages");
   if (!m) throw bad_request("'messages' is required", "messages");
   std::vector<ChatMessage> messages = parse_messages(*m);
@@ -111,7 +111,7 @@ std::vector<int32_t> chat_prompt(const json& body, const Tokenizer& tok) {
   }
   // The template writes the BOS token itself, so no special tokens are added
   // (vLLM does the same).
-  return tok.encode(rendered, /*add_special_tokens=*/false);
+  return tok.encode_at_most(rendered, /*add_special_tokens=*/false, size_t(lim.max_model_len));
 }
 
 // Fields we know but cannot honour yet: a clear 400 instead of a silent
@@ -332,7 +332,7 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
 
   std::string prompt_text;
   r.prompt_ids = endpoint == Endpoint::kCompletions ? completion_prompt(body, lim, tok, &prompt_text)
-                                                    : chat_prompt(body, tok);
+                                                    : chat_prompt(body, lim, tok);
   if (r.prompt_ids.empty()) throw bad_request("the prompt is empty", "prompt");
   for (int32_t id : r.prompt_ids)
     if (id < 0 || id >= lim.vocab_size)
@@ -340,15 +340,19 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
   const int64_t P = int64_t(r.prompt_ids.size());
   const int64_t L = lim.max_model_len;
   const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  // Tokenization stops once the prompt is over the context length (so a
+  // huge prompt is refused without encoding all of it): P > L is a lower bound.
   if (P >= L)
     throw bad_request(cat("This model's maximum context length is ", L,
-                          " tokens. However, your request has ", P,
+                          " tokens. However, your request has ", P > L ? "at least " : "", P,
                           " input tokens. Please reduce the length of the input."),
                       prompt_param);
   if (max_tokens) {
-    if (P + *max_tokens > L)
+    // max_tokens may be near 2^63: compare without forming P + max_tokens in int64.
+    if (*max_tokens > L - P)
       throw bad_request(cat("This model's maximum context length is ", L,
-                            " tokens. However, you requested ", P + *max_tokens, " tokens (", P,
+                            " tokens. However, you requested ", uint64_t(P) + uint64_t(*max_tokens),
+                            " tokens (", P,
                             " in the ", prompt_param, ", ", *max_tokens,
                             " in the completion). Please reduce the length of the ", prompt_param,
                             " or completion."),

@@ -61,7 +61,22 @@ std::string OpenAIServer::Impl::new_id(const char* prefix) {
 }
 
 void OpenAIServer::Impl::install_routes() {
+  // Runs once the head is read, before any body byte: a body the library
+  // would refuse only after reading (or never, when chunked) is refused here
+  // by its declared length; unauthorised /v1/ requests never get their body read.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.get_header_value<uint64_t>("Content-Length") > opt.max_body_bytes) {
+      respond_error(res, ApiError(413, cat("the request body is larger than ", opt.max_body_bytes,
+                                           " bytes"), "", "request_too_large"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string enc = req.get_header_value("Content-Encoding");
+    if (!enc.empty() && enc != "identity" && enc != "gzip" && enc != "deflate" && enc != "br") {
+      respond_error(res, ApiError(415, cat("unsupported Content-Encoding '", enc,
+                                           "' (gzip, deflate and br are accepted)"),
+                                  "", "unsupported_encoding"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
       return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
@@ -85,6 +100,10 @@ void OpenAIServer::Impl::install_routes() {
       case 413:
         message = cat("the request body is larger than ", opt.max_body_bytes, " bytes");
         code = "request_too_large";
+        break;
+      case 415:
+        message = cat("unsupported Content-Encoding '", req.get_header_value("Content-Encoding"),
+                      "' (gzip, deflate and br are accepted)");
         break;
       default: message = cat("HTTP ", res.status); break;
     }
@@ -138,27 +157,56 @@ void OpenAIServer::Impl::install_routes() {
     });
   });
 
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { handle_generate(req, res, Endpoint::kCompletions); });
+  // Bodies are read through ContentReader so their decoded size is bounded
+  // (the library's own reader inflates compressed bodies without a limit).
+  using Reader = httplib::ContentReader;
+  http.Post("/v1/completions",
+            [this](const httplib::Request& req, httplib::Response& res, const Reader& reader) {
+    guarded(res, [&] { handle_generate(req, res, read_body(reader), Endpoint::kCompletions); });
   });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { handle_generate(req, res, Endpoint::kChat); });
+  http.Post("/v1/chat/completions",
+            [this](const httplib::Request& req, httplib::Response& res, const Reader& reader) {
+    guarded(res, [&] { handle_generate(req, res, read_body(reader), Endpoint::kChat); });
   });
 
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/tokenize",
+            [this](const httplib::Request&, httplib::Response& res, const Reader& reader) {
     guarded(res, [&] {
+      std::string body = read_body(reader);
       if (!ready) throw ApiError(503, "the model is still loading", "", "loading");
-      json out = handle_tokenize(parse_json_body(req.body), limits, *model.tokenizer);
+      json out = handle_tokenize(parse_json_body(body), limits, *model.tokenizer);
       res.set_content(dump(out), "application/json");
     });
   });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/detokenize",
+            [this](const httplib::Request&, httplib::Response& res, const Reader& reader) {
     guarded(res, [&] {
+      std::string body = read_body(reader);
       if (!ready) throw ApiError(503, "the model is still loading", "", "loading");
-      json out = handle_detokenize(parse_json_body(req.body), limits, *model.tokenizer);
+      json out = handle_detokenize(parse_json_body(body), limits, *model.tokenizer);
       res.set_content(dump(out), "application/json");
     });
   });
+}
+
+std::string OpenAIServer::Impl::read_body(const httplib::ContentReader& reader) const {
+  std::string body;
+  bool too_large = false;
+  const bool ok = reader([&](const char* data, size_t n) {
+    if (n > opt.max_body_bytes - body.size()) {
+      too_large = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  });
+  if (too_large)
+    throw ApiError(413, cat("the request body is larger than ", opt.max_body_bytes, " bytes"), "",
+                   "request_too_large");
+  if (!ok)
+    throw bad_request("the request body could not be read (truncated, or invalid chunked or "
+                      "compressed data)");
+  return body;
 }
 
 OpenAIServer::OpenAIServer(ServerOptions options)
@@ -168,6 +216,13 @@ OpenAIServer::OpenAIServer(ServerOptions options)
   HAYATE_CHECK(s.opt.max_queued >= 0, "--max-queued must be >= 0");
   HAYATE_CHECK(s.opt.keep_alive_timeout_s >= 1, "--keep-alive-timeout must be >= 1");
   HAYATE_CHECK(s.opt.max_connections >= 1, "--max-connections must be >= 1");
+  HAYATE_CHECK(s.opt.port >= 0 && s.opt.port <= 65535, "--port must be in [0, 65535], got ",
+               s.opt.port);
+  HAYATE_CHECK(s.opt.max_body_bytes >= 1, "--max-body-bytes must be >= 1");
+  HAYATE_CHECK(s.opt.head_timeout_s > 0 && s.opt.head_timeout_s <= 3600,
+               "--request-head-timeout must be in (0, 3600] seconds");
+  HAYATE_CHECK(s.opt.request_timeout_s >= s.opt.head_timeout_s && s.opt.request_timeout_s <= 3600,
+               "--request-timeout must be in [--request-head-timeout, 3600] seconds");
   s.limits = s.opt.limits;
   s.id_nonce = mix64(uint64_t(std::time(nullptr)) ^ uint64_t(reinterpret_cast<uintptr_t>(&s)));
   const size_t max_threads = s.opt.max_connections;
@@ -175,8 +230,10 @@ OpenAIServer::OpenAIServer(ServerOptions options)
   s.http.set_payload_max_length(s.opt.max_body_bytes);
   s.http.set_keep_alive_max_count(1000);
   s.http.set_keep_alive_timeout(s.opt.keep_alive_timeout_s);
-  s.http.set_read_timeout(10, 0);
-  s.http.set_write_timeout(10, 0);
+  auto ms = [](double sec) { return std::chrono::milliseconds(int64_t(sec * 1000.0)); };
+  s.http.limits.max_body_bytes = s.opt.max_body_bytes;
+  s.http.limits.head_timeout = ms(s.opt.head_timeout_s);
+  s.http.limits.request_timeout = ms(s.opt.request_timeout_s);
   s.http.set_tcp_nodelay(true);  // SSE chunks are small; do not wait to coalesce them
   s.install_routes();
 }

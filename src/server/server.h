@@ -34,7 +34,11 @@ struct ServerOptions {
   // Admission bound: requests are refused with 503 once the sequences the
   // server holds would exceed max_num_seqs (running) + max_queued (waiting).
   int max_queued = 256;
-  size_t max_body_bytes = 16u << 20;  // larger bodies get 413
+  size_t max_body_bytes = 16u << 20;  // larger bodies (after decoding) get 413
+  // A request's head must arrive within this from its first byte, the whole
+  // request within request_timeout_s; 408 otherwise.
+  double head_timeout_s = 10.0;
+  double request_timeout_s = 60.0;
   size_t max_connections = 2048;      // connection threads; more connections wait
   // Idle keep-alive connections close after this; it also bounds how long
   // shutdown waits for them once requests are done.

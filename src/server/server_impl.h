@@ -2,8 +2,6 @@
 // generation.cpp (engine requests, responses, SSE streaming).
 #pragma once
 
-#include <sys/socket.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,32 +18,13 @@
 
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/connection.h"
 #include "server/metrics.h"
 #include "server/server.h"
 
 namespace hayate::server {
 
 using Clock = std::chrono::steady_clock;
-
-// httplib::Server with two additions that need its protected listening socket.
-class HttpServer : public httplib::Server {
- public:
-  // The library listens with a backlog of 5; hundreds of clients connecting at
-  // once would see dropped SYNs and 1 s retries. Linux lets listen() be called
-  // again on a listening socket to enlarge it.
-  void widen_backlog(int n) {
-    socket_t s = svr_sock_;
-    if (s != INVALID_SOCKET) ::listen(s, n);
-  }
-  // Shuts the listening socket down without closing it: accept() fails, the
-  // accept loop ends, closes it and joins the connection threads, while
-  // responses in progress run to their end (stop() would cut streams short:
-  // httplib ends chunked responses once the socket is marked invalid).
-  void stop_accepting() {
-    socket_t s = svr_sock_;
-    if (s != INVALID_SOCKET) ::shutdown(s, SHUT_RDWR);
-  }
-};
 
 // One choice (of n) of a call, as the engine's events report it.
 struct ChoiceState {
@@ -103,13 +82,17 @@ struct OpenAIServer::Impl {
   std::string new_id(const char* prefix);
 
   // generation.cpp
-  void handle_generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  void handle_generate(const httplib::Request& req, httplib::Response& res,
+                       const std::string& body, Endpoint endpoint);
   std::shared_ptr<Call> start_call(GenRequest r);
   void on_event(const std::shared_ptr<Call>& call, int index, const EngineEvent& e);
   void abort_call(Call& call);
   void abort_all();
-  void respond_once(Call& call, httplib::Response& res);
-  void respond_stream(const std::shared_ptr<Call>& call, httplib::Response& res);
+  void respond_once(Call& call, const httplib::Request& req, httplib::Response& res);
+  void respond_stream(const std::shared_ptr<Call>& call, const httplib::Request& req,
+                      httplib::Response& res);
+  // The request body, decoded, at most opt.max_body_bytes (413 beyond).
+  std::string read_body(const httplib::ContentReader& reader) const;
 };
 
 // JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).

@@ -20,13 +20,18 @@ const Value* Value::find(const std::string& key) const {
   return nullptr;
 }
 
+void too_deep() {
+  fail(cat("chat template: a list or dict nests deeper than ", kMaxValueDepth, " levels"));
+}
+
 namespace {
 
 [[noreturn]] void error(const Expr& e, const std::string& msg) {
   fail(cat("chat template: line ", e.line, ": ", msg));
 }
 
-Value from_json(const nlohmann::json& j) {
+Value from_json(const nlohmann::json& j, int depth = 0) {
+  if (depth > kMaxValueDepth) too_deep();
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();
     case nlohmann::json::value_t::boolean: return Value::boolean(j.get<bool>());
@@ -36,12 +41,12 @@ Value from_json(const nlohmann::json& j) {
     case nlohmann::json::value_t::string: return Value::str(j.get<std::string>());
     case nlohmann::json::value_t::array: {
       List l;
-      for (const auto& x : j) l.push_back(from_json(x));
+      for (const auto& x : j) l.push_back(from_json(x, depth + 1));
       return Value::of_list(std::move(l));
     }
     case nlohmann::json::value_t::object: {
       Dict d;
-      for (const auto& [k, v] : j.items()) d.emplace_back(k, from_json(v));
+      for (const auto& [k, v] : j.items()) d.emplace_back(k, from_json(v, depth + 1));
       return Value::of_dict(std::move(d));
     }
     default: return Value::none();
@@ -120,13 +125,20 @@ std::string repr(const Value& v) {
   return str(v);
 }
 
+constexpr size_t kMaxJsonBytes = 64u << 20;  // = kMaxBytes below
+
 // Python's json.dumps(ensure_ascii=False, indent=indent), as transformers'
 // tojson filter calls it: separators ", " / ": " without indent, "," with.
 void to_json(const Value& v, int indent, int depth, std::string& out, const Expr& e) {
+  // Python's json.dumps accepts any indent; the output is bounded instead.
   auto newline = [&](int d) {
+    if (out.size() + size_t(indent) * size_t(d) + 1 > kMaxJsonBytes)
+      error(e, "tojson: output exceeds the template's size limit");
     out += '\n';
     out.append(static_cast<size_t>(indent * d), ' ');
   };
+  if (depth > kMaxValueDepth) too_deep();
+  if (out.size() > kMaxJsonBytes) error(e, "tojson: output exceeds the template's size limit");
   switch (v.type) {
     case Value::kUndefined: error(e, "tojson: value is undefined");
     case Value::kNone: out += "null"; return;
@@ -279,6 +291,36 @@ enum class Flow { kNormal, kBreak, kContinue };
 constexpr int64_t kMaxSteps = 10'000'000;
 constexpr size_t kMaxBytes = 64u << 20;
 constexpr size_t kMaxItems = 1u << 20;
+// Bytes of strings and list/dict items a render may create in all. Per-value
+// limits alone let a template keep many values at the limit (a list of lists,
+// each holding a fresh 64 MB string), so creations draw from one budget.
+constexpr size_t kMaxAllocBytes = 512u << 20;
+
+// What copying v's top level costs: its string, or its items with their strings.
+size_t bytes_of(const Value& v) {
+  size_t n = v.s.size();
+  if (v.type == Value::kList)
+    for (const Value& x : *v.list) n += sizeof(Value) + x.s.size();
+  if (v.type == Value::kDict || v.type == Value::kNamespace)
+    for (const auto& [k, x] : *v.dict) n += sizeof(Value) + k.size() + x.s.size();
+  return n;
+}
+
+// Whether v nests at most `levels` deep without reaching the dict `self`
+// (a namespace must not contain itself: a cycle would never be freed, and
+// printing it would never end).
+bool nests_within(const Value& v, int levels, const Dict* self) {
+  if (v.type == Value::kList) {
+    if (levels <= 0) return false;
+    for (const Value& x : *v.list)
+      if (!nests_within(x, levels - 1, self)) return false;
+  } else if (v.type == Value::kDict || v.type == Value::kNamespace) {
+    if (levels <= 0 || v.dict.get() == self) return false;
+    for (const auto& [k, x] : *v.dict)
+      if (!nests_within(x, levels - 1, self)) return false;
+  }
+  return true;
+}
 
 void check_size(size_t n, size_t limit, const Expr& e) {
   if (n > limit) error(e, "value too large (template output or list exceeds the limit)");
@@ -329,6 +371,9 @@ class Renderer {
           Value ns = lookup(st.targets[0]);
           if (ns.type != Value::kNamespace)
             error(*st.expr, cat("cannot set attribute of '", st.targets[0], "': not a namespace"));
+          if (!nests_within(v, kMaxValueDepth - 1, ns.dict.get()))
+            error(*st.expr, cat("the value set on '", st.targets[0], "' nests deeper than ",
+                                kMaxValueDepth, " levels or contains the namespace itself"));
           for (auto& [k, x] : *ns.dict)
             if (k == st.targets[1]) { x = std::move(v); return Flow::kNormal; }
           ns.dict->emplace_back(st.targets[1], std::move(v));
@@ -344,7 +389,7 @@ class Renderer {
   }
 
   Flow exec_for(const Stmt& st, std::string& out) {
-    List all = iterate(eval(*st.expr), *st.expr);
+    List all = items(eval(*st.expr), *st.expr);
     auto bind = [&](Scope& s, const Value& item) {
       if (st.targets.size() == 1) {
         s.set(st.targets[0], item);
@@ -463,6 +508,7 @@ class Renderer {
     }
     if (op == "+" && a.type == Value::kList && b.type == Value::kList) {
       check_size(a.list->size() + b.list->size(), kMaxItems, e);
+      check_size(bytes_of(a) + bytes_of(b), kMaxBytes, e);
       List l = *a.list;
       l.insert(l.end(), b.list->begin(), b.list->end());
       return Value::of_list(std::move(l));
@@ -506,9 +552,28 @@ class Renderer {
   }
 
  public:
-  Value eval(const Expr& e);
+  // Evaluates e; what it creates is charged to the render's budget.
+  Value eval(const Expr& e) {
+    Value v = eval_node(e);
+    if (e.kind != Expr::kLiteral &&
+        (v.type == Value::kString ||
+         (e.kind != Expr::kName && e.kind != Expr::kAttr && e.kind != Expr::kIndex)))
+      charge(bytes_of(v), e);
+    return v;
+  }
 
  private:
+  Value eval_node(const Expr& e);
+  void charge(size_t bytes, const Expr& e) {
+    allocated_ += bytes;
+    if (allocated_ > kMaxAllocBytes)
+      error(e, cat("the template creates more than ", kMaxAllocBytes >> 20, " MB of values"));
+  }
+  // iterate(), its copy charged first.
+  List items(const Value& v, const Expr& e) {
+    charge(v.type == Value::kString ? v.s.size() * (sizeof(Value) + 4) : bytes_of(v), e);
+    return iterate(v, e);
+  }
   Value call(const Expr& e);
   Value method(const Value& obj, const std::string& name, const std::vector<Value>& args, const Expr& e);
   Value filter(const Expr& e);
@@ -516,6 +581,7 @@ class Renderer {
 
   std::vector<Scope> scopes_;
   int64_t steps_ = 0;
+  size_t allocated_ = 0;
 };
 
 }  // namespace

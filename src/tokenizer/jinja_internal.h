@@ -2,6 +2,7 @@
 // tree, and the parser entry point. See jinja.h for what is covered.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -15,6 +16,13 @@ struct Value;
 using List = std::vector<Value>;
 using Dict = std::vector<std::pair<std::string, Value>>;  // insertion-ordered, as Python
 
+// How deeply lists and dicts may nest (built by a template or given in its
+// context): destruction, printing and comparison recurse over the nesting.
+inline constexpr int kMaxValueDepth = 128;
+
+// Throws Error: a value nests deeper than kMaxValueDepth.
+[[noreturn]] void too_deep();
+
 struct Value {
   enum Type { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace };
   Type type = kUndefined;
@@ -25,6 +33,7 @@ struct Value {
   std::shared_ptr<List> list;  // shared: templates never mutate lists
   std::shared_ptr<Dict> dict;  // kDict and kNamespace (whose attributes `set` mutates)
   std::string undefined_name;  // for error messages
+  int depth = 0;               // list/dict nesting: 0 for scalars, 1 + the deepest item
 
   static Value none() { Value x; x.type = kNone; return x; }
   static Value boolean(bool v) { Value x; x.type = kBool; x.b = v; return x; }
@@ -33,11 +42,15 @@ struct Value {
   static Value str(std::string v) { Value x; x.type = kString; x.s = std::move(v); return x; }
   static Value of_list(List v) {
     Value x; x.type = kList;
+    for (const Value& item : v) x.depth = std::max(x.depth, item.depth + 1);
+    if (x.depth > kMaxValueDepth) too_deep();
     x.list = std::make_shared<List>(std::move(v));
     return x;
   }
   static Value of_dict(Dict v, Type t = kDict) {
     Value x; x.type = t;
+    for (const auto& item : v) x.depth = std::max(x.depth, item.second.depth + 1);
+    if (x.depth > kMaxValueDepth) too_deep();
     x.dict = std::make_shared<Dict>(std::move(v));
     return x;
   }

@@ -85,12 +85,14 @@ Normalizer::Normalizer(const json& j) {
   if (!j.is_null()) add(j);
 }
 
-void Normalizer::add(const json& j) {
+void Normalizer::add(const json& j, int depth) {
+  HAYATE_CHECK(depth <= kMaxPipelineDepth, "tokenizer.json: normalizer Sequences nest deeper than ",
+               kMaxPipelineDepth, " levels");
   std::string type = type_of(j, "normalizer");
   if (type == "Sequence") {
     HAYATE_CHECK(j.contains("normalizers") && j["normalizers"].is_array(),
                  "tokenizer.json: normalizer Sequence needs \"normalizers\"");
-    for (const json& n : j["normalizers"]) add(n);
+    for (const json& n : j["normalizers"]) add(n, depth + 1);
   } else if (type == "Prepend") {
     steps_.push_back({Step::kPrepend, str_field(j, "prepend", "Prepend normalizer"), nullptr, ""});
   } else if (type == "Replace") {
@@ -137,13 +139,15 @@ PreTokenizer::PreTokenizer(const json& j) {
     }
 }
 
-void PreTokenizer::add(const json& j) {
+void PreTokenizer::add(const json& j, int depth) {
+  HAYATE_CHECK(depth <= kMaxPipelineDepth, "tokenizer.json: pre_tokenizer Sequences nest deeper than ",
+               kMaxPipelineDepth, " levels");
   std::string type = type_of(j, "pre_tokenizer");
   Step st{};
   if (type == "Sequence") {
     HAYATE_CHECK(j.contains("pretokenizers") && j["pretokenizers"].is_array(),
                  "tokenizer.json: pre_tokenizer Sequence needs \"pretokenizers\"");
-    for (const json& p : j["pretokenizers"]) add(p);
+    for (const json& p : j["pretokenizers"]) add(p, depth + 1);
     return;
   } else if (type == "Split") {
     st.kind = Step::kSplit;
@@ -291,13 +295,15 @@ Decoder::Decoder(const json& j) {
   if (!j.is_null()) add(j);
 }
 
-void Decoder::add(const json& j) {
+void Decoder::add(const json& j, int depth) {
+  HAYATE_CHECK(depth <= kMaxPipelineDepth, "tokenizer.json: decoder Sequences nest deeper than ",
+               kMaxPipelineDepth, " levels");
   std::string type = type_of(j, "decoder");
   Step st{};
   if (type == "Sequence") {
     HAYATE_CHECK(j.contains("decoders") && j["decoders"].is_array(),
                  "tokenizer.json: decoder Sequence needs \"decoders\"");
-    for (const json& d : j["decoders"]) add(d);
+    for (const json& d : j["decoders"]) add(d, depth + 1);
     return;
   } else if (type == "ByteLevel") {
     st.kind = Step::kByteLevel;

@@ -13,6 +13,11 @@
 
 namespace hayate::tok {
 
+// How deeply Sequence normalizers, pre-tokenizers, decoders and
+// post-processors may nest (HF files nest one level; the bound keeps a hostile
+// file from overflowing the stack).
+inline constexpr int kMaxPipelineDepth = 32;
+
 // Normalizer: Sequence of Prepend / Replace (what Llama 2, Mistral and
 // TinyLlama use), or none.
 class Normalizer {
@@ -24,11 +29,11 @@ class Normalizer {
  private:
   struct Step {
     enum Kind { kPrepend, kReplace } kind;
-    std::string text;                // Prepend: prefix; Replace: literal pattern
-    std::unique_ptr<Regex> regex;    // Replace with a Regex pattern
-    std::string content;             // Replace: replacement
+    std::string text;              // Prepend: prefix; Replace: literal pattern
+    std::unique_ptr<Regex> regex;  // Replace with a Regex pattern
+    std::string content;           // Replace: replacement
   };
-  void add(const nlohmann::json& j);
+  void add(const nlohmann::json& j, int depth = 0);
   std::vector<Step> steps_;
 };
 
@@ -54,10 +59,11 @@ class PreTokenizer {
     bool add_prefix_space = false;  // ByteLevel
     std::string replacement;        // Metaspace
     enum Prepend { kAlways, kFirst, kNever } prepend = kAlways;
-    bool split = true;              // Metaspace
+    bool split = true;  // Metaspace
   };
-  void add(const nlohmann::json& j);
-  void split(const Step& st, const std::vector<std::string>& in, std::vector<std::string>& out) const;
+  void add(const nlohmann::json& j, int depth = 0);
+  void split(const Step& st, const std::vector<std::string>& in,
+             std::vector<std::string>& out) const;
   std::vector<Step> steps_;
   bool byte_level_ = false;
 };
@@ -81,7 +87,7 @@ class Decoder {
     int start = 0, stop = 0;
     bool prepend = true;  // Metaspace: strip the first token's leading space
   };
-  void add(const nlohmann::json& j);
+  void add(const nlohmann::json& j, int depth = 0);
   std::vector<Step> steps_;
   bool byte_level_ = false;
 };

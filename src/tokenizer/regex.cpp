@@ -3,6 +3,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/check.h"
 
 namespace hayate {
@@ -77,14 +80,28 @@ void Regex::find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>&
   out.clear();
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(state_->code, nullptr);
   HAYATE_CHECK(md != nullptr, "regex: out of memory");
+  // PCRE2's default match limit (10 million) counts work over the whole
+  // subject, so one long run (10 M spaces, which `\s+(?!\S)` takes in one
+  // match) exceeds it although the match is linear. The limit scales with
+  // the subject instead: still a bound on a pathological pattern's time.
+  pcre2_match_context* ctx = pcre2_match_context_create(nullptr);
+  HAYATE_CHECK(ctx != nullptr, "regex: out of memory");
+  pcre2_set_match_limit(
+      ctx, uint32_t(std::min<uint64_t>(10'000'000 + 64 * uint64_t(s.size()), UINT32_MAX)));
   auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
   size_t pos = 0;
   while (pos <= s.size()) {
-    int rc = pcre2_match(state_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
+    int rc = pcre2_match(state_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, ctx);
+    // The JIT's stack is small; the interpreter keeps its backtracking on the heap.
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+      rc = pcre2_match(state_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md,
+                       ctx);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       pcre2_match_data_free(md);
-      fail(cat("regex match failed with PCRE2 error ", rc));
+      pcre2_match_context_free(ctx);
+      fail(cat("the text could not be split into words (PCRE2 error ", rc,
+               "): it is too long or too repetitive for the tokenizer's pattern"));
     }
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     size_t b = ov[0], e = ov[1];
@@ -99,6 +116,7 @@ void Regex::find_all(std::string_view s, std::vector<std::pair<size_t, size_t>>&
     }
   }
   pcre2_match_data_free(md);
+  pcre2_match_context_free(ctx);
 }
 
 }  // namespace hayate

@@ -4,6 +4,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <array>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -155,8 +156,12 @@ struct Tokenizer::Impl {
   int32_t special_id(const json& st, const std::string& name) {
     if (st.is_object() && st.contains(name) && st[name].is_object() && st[name].contains("ids") &&
         st[name]["ids"].is_array() && st[name]["ids"].size() == 1 &&
-        st[name]["ids"][0].is_number_integer())
-      return st[name]["ids"][0].get<int32_t>();
+        st[name]["ids"][0].is_number_integer()) {
+      const int64_t id = st[name]["ids"][0].get<int64_t>();
+      HAYATE_CHECK(id >= 0 && id < vocab_size, "tokenizer.json: post_processor special token '",
+                   name, "' has id ", id, ", outside the vocabulary [0, ", vocab_size, ")");
+      return int32_t(id);
+    }
     for (const auto& a : added)
       if (a.raw == name) return a.id;
     if (auto id = model.token_to_id(name)) return *id;
@@ -181,7 +186,10 @@ struct Tokenizer::Impl {
     }
   }
 
-  void load_post(const json& p, const json& cfg) {
+  void load_post(const json& p, const json& cfg, int depth = 0) {
+    HAYATE_CHECK(depth <= tok::kMaxPipelineDepth,
+                 "tokenizer.json: post_processor Sequences nest deeper than ",
+                 tok::kMaxPipelineDepth, " levels");
     if (!p.is_null()) {
       HAYATE_CHECK(p.is_object() && p.contains("type") && p["type"].is_string(),
                    "tokenizer.json: post_processor without a \"type\"");
@@ -189,7 +197,7 @@ struct Tokenizer::Impl {
       if (type == "Sequence") {
         HAYATE_CHECK(p.contains("processors") && p["processors"].is_array(),
                      "tokenizer.json: post_processor Sequence needs \"processors\"");
-        for (const json& q : p["processors"]) load_post(q, json());
+        for (const json& q : p["processors"]) load_post(q, json(), depth + 1);
       } else if (type == "TemplateProcessing") {
         load_template(p);
       } else if (type != "ByteLevel") {  // ByteLevel only trims offsets
@@ -283,12 +291,16 @@ struct Tokenizer::Impl {
   }
 
   void encode_text(std::string_view section, bool first, std::vector<int32_t>& out,
-                   std::vector<std::string>& words) const {
+                   std::vector<std::string>& words, size_t limit) const {
     pre.apply(section, first, words);
-    for (const std::string& w : words) model.encode_word(w, out);
+    for (const std::string& w : words) {
+      model.encode_word(w, out);
+      if (out.size() > limit) return;
+    }
   }
 
-  std::vector<int32_t> encode(std::string_view input, bool add_special) const {
+  std::vector<int32_t> encode(std::string_view input, bool add_special,
+                              size_t limit = SIZE_MAX) const {
     std::string clean;
     if (!utf8::is_valid(input)) {
       clean = utf8::lossy(input);
@@ -300,13 +312,14 @@ struct Tokenizer::Impl {
     std::vector<std::string> words;
     split_added(input, raw_first, segs);
     for (const Segment& sg : segs) {
+      if (out.size() > limit) return out;
       if (sg.id >= 0) {
         out.push_back(sg.id);
         continue;
       }
       std::string_view text = input.substr(sg.b, sg.e - sg.b);
       if (normalizer.empty() && !any_normalized) {
-        encode_text(text, sg.b == 0, out, words);
+        encode_text(text, sg.b == 0, out, words, limit);
         continue;
       }
       std::string norm(text);
@@ -315,7 +328,8 @@ struct Tokenizer::Impl {
       for (const Segment& t : sub) {
         if (t.id >= 0) out.push_back(t.id);
         else encode_text(std::string_view(norm).substr(t.b, t.e - t.b), sg.b == 0 && t.b == 0,
-                         out, words);
+                         out, words, limit);
+        if (out.size() > limit) return out;
       }
     }
     if (add_special) out.insert(out.end(), post_suffix.begin(), post_suffix.end());
@@ -376,6 +390,11 @@ Tokenizer Tokenizer::load(const std::string& dir) {
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   return impl_->encode(text, add_special_tokens);
+}
+
+std::vector<int32_t> Tokenizer::encode_at_most(std::string_view text, bool add_special_tokens,
+                                               size_t limit) const {
+  return impl_->encode(text, add_special_tokens, limit);
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {

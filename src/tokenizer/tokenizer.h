@@ -38,6 +38,12 @@ class Tokenizer {
   // would before text could reach HF), so the result is the encoding of
   // that repaired string. Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // The same, but stops once more than `limit` ids are out: a result longer
+  // than `limit` is then a prefix of the encoding (with the post-processor's
+  // prefix). A server rejecting prompts over the context length uses it so
+  // that a huge prompt costs no more than the part that decides.
+  std::vector<int32_t> encode_at_most(std::string_view text, bool add_special_tokens,
+                                      size_t limit) const;
   // As the tokenizer.json decoder (HF tokenizers' decode; transformers'
   // clean_up_tokenization_spaces is not applied, so decode(encode(x)) == x).
   // Ill-formed byte sequences come out as U+FFFD. Throws Error for ids

@@ -3,6 +3,7 @@
 // softmax distribution.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -164,6 +165,93 @@ TEST(Sampling, FiltersLimitTheSupport) {
   mp.temperature = 1.0f;
   mp.min_p = float(p[3] / p[0]) - 1e-4f;
   EXPECT_EQ(support(mp), (std::set<int32_t>{0, 1, 2, 3}));
+}
+
+// Temperatures below kSamplingEps are greedy: 1e-44 made logits / T infinite
+// and the softmax NaN, which picked reserved ids from the end of the vocabulary.
+TEST(Sampling, TinyTemperaturesAreGreedy) {
+  std::vector<float> v = random_logits(128256, 3, 4.0f);
+  for (float t : {1e-44f, 1e-38f, 1e-30f, 1e-6f, 9.9e-6f}) {
+    SamplingParams sp;
+    sp.temperature = t;
+    sp.seed = 11;
+    EXPECT_TRUE(sp.greedy()) << t;
+    for (uint64_t step = 0; step < 4; ++step) EXPECT_EQ(sample_token(v, sp, step), argmax(v)) << t;
+    sp.top_k = 5;
+    sp.min_p = 0.5f;
+    EXPECT_EQ(sample_token(v, sp, 0), argmax(v)) << t;
+  }
+  SamplingParams sp;
+  sp.temperature = 1e-5f;
+  EXPECT_FALSE(sp.greedy());
+}
+
+// The sorted walk the sampler is defined by: every candidate sorted, then the
+// filters and the draw over the sorted list. The sampler must pick the same ids
+// without sorting the vocabulary.
+int32_t reference_sample(const std::vector<float>& logits, const SamplingParams& p, uint64_t step) {
+  struct C {
+    float l;
+    int32_t id;
+  };
+  std::vector<C> c;
+  for (size_t i = 0; i < logits.size(); ++i) c.push_back({logits[i] / p.temperature, int32_t(i)});
+  std::sort(c.begin(), c.end(),
+            [](const C& a, const C& b) { return a.l > b.l || (a.l == b.l && a.id < b.id); });
+  size_t keep = c.size();
+  if (p.top_k > 0 && size_t(p.top_k) < keep) keep = size_t(p.top_k);
+  std::vector<double> prob(keep);
+  double total = 0.0;
+  for (size_t i = 0; i < keep; ++i) total += prob[i] = std::exp(double(c[i].l) - double(c[0].l));
+  for (double& q : prob) q /= total;
+  if (p.top_p < 1.0f) {
+    double before = 0.0;
+    size_t n = 0;
+    while (n < keep && before < double(p.top_p)) before += prob[n++];
+    keep = std::max<size_t>(n, 1);
+  }
+  if (p.min_p > 0.0f) {
+    size_t n = 1;
+    while (n < keep && prob[n] >= double(p.min_p) * prob[0]) ++n;
+    keep = n;
+  }
+  double mass = 0.0;
+  for (size_t i = 0; i < keep; ++i) mass += prob[i];
+  const double target = double(uniform01(p.seed, step, 0)) * mass;
+  double acc = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += prob[i];
+    if (target < acc) return c[i].id;
+  }
+  return c[keep - 1].id;
+}
+
+TEST(Sampling, PartialSelectionPicksWhatTheSortedWalkPicks) {
+  struct Case {
+    float scale, temperature, top_p, min_p;
+    int top_k;
+  } cases[] = {
+      {4.0f, 1.0f, 1.0f, 0.0f, 0},    {1.0f, 1.0f, 1.0f, 0.0f, 0},  // peaked, flat
+      {0.01f, 1.0f, 1.0f, 0.0f, 0},   {4.0f, 0.7f, 0.9f, 0.0f, 0},
+      {4.0f, 1.3f, 1.0f, 0.05f, 0},   {2.0f, 1.0f, 0.95f, 0.02f, 40},
+      {8.0f, 0.5f, 0.5f, 0.0f, 1000}, {1.0f, 1.0f, 1.0f, 0.0f, 5000},
+  };
+  int n = 0;
+  for (const auto& c : cases)
+    for (uint64_t seed : {1u, 2u}) {
+      std::vector<float> v = random_logits(8192, seed * 31 + uint64_t(c.top_k), c.scale);
+      // Ties: the order breaks them by id.
+      for (size_t i = 0; i < v.size(); i += 97) v[i] = v[0];
+      SamplingParams sp;
+      sp.temperature = c.temperature;
+      sp.top_p = c.top_p;
+      sp.min_p = c.min_p;
+      sp.top_k = c.top_k;
+      sp.seed = seed;
+      for (uint64_t step = 0; step < 25; ++step, ++n)
+        ASSERT_EQ(sample_token(v, sp, step), reference_sample(v, sp, step))
+            << "case " << n << " step " << step;
+    }
 }
 
 TEST(Sampling, TopKRenormalises) {

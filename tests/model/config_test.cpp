@@ -139,6 +139,14 @@ TEST(Config, RejectsMissingField) {
   EXPECT_ERROR(parse(j), "config.json: missing field 'hidden_size'");
 }
 
+TEST(Config, RejectsAbsurdLayerCountBeforeAnyAllocation) {
+  json j = test::small_llama_config();
+  j["num_hidden_layers"] = 2147483647;
+  EXPECT_ERROR(parse(j), "field 'num_hidden_layers' must be at most 1024, got 2147483647");
+  j["num_hidden_layers"] = 1024;
+  EXPECT_EQ(parse(j).num_layers, 1024);
+}
+
 TEST(Config, RejectsWrongFieldTypes) {
   json j = test::small_llama_config();
   j["num_hidden_layers"] = "2";

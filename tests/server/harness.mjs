@@ -3,6 +3,8 @@
 // stops it with a signal. The official openai client comes from
 // tests/oracle/node_modules (ESM ignores NODE_PATH, so it is required from there).
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
 import { createRequire } from 'node:module';
 import { after } from 'node:test';
 
@@ -116,6 +118,66 @@ export function errorOf(res, assert, status) {
   assert.equal(typeof e.type, 'string');
   assert.ok('param' in e && 'code' in e, `param/code missing: ${res.text}`);
   return e;
+}
+
+// ---- raw HTTP over one loopback socket, for what fetch cannot send
+
+export function hostPort(url) {
+  const u = new URL(url);
+  return { host: u.hostname, port: Number(u.port) };
+}
+
+// Sends `chunks` (strings or Buffers, written in order) on one connection and
+// collects what comes back until the server closes, `untilText` appears, or
+// timeoutMs. Resolves {text, closed, error, ms}.
+export function raw(url, chunks, { timeoutMs = 10000, untilText = null, gapMs = 0 } = {}) {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const sock = net.connect(hostPort(url));
+    let text = '';
+    let error = null;
+    let done = false;
+    const finish = (closed) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      sock.destroy();
+      resolve({ text, closed, error, ms: Date.now() - t0 });
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    sock.on('data', (d) => {
+      text += d.toString('latin1');
+      if (untilText && text.includes(untilText)) finish(false);
+    });
+    sock.on('error', (e) => { error = e.code || String(e); });
+    sock.on('close', () => finish(true));
+    sock.on('connect', async () => {
+      for (const c of chunks) {
+        if (done || sock.destroyed) return;
+        if (!sock.write(c)) await new Promise((r) => sock.once('drain', r).once('close', r));
+        if (gapMs) await sleep(gapMs);
+      }
+    });
+  });
+}
+
+export function status(text) {
+  const m = /^HTTP\/1\.[01] (\d{3})/.exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+export function procStatus(pid, field) {
+  const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const m = new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(s);
+  return Number(m[1]);
+}
+
+export const rssMB = (pid) => procStatus(pid, 'VmRSS') / 1024;
+
+export function head(method, path, headers = {}, version = '1.1') {
+  let h = `${method} ${path} HTTP/${version}\r\nHost: 127.0.0.1\r\n`;
+  for (const [k, v] of Object.entries(headers)) h += `${k}: ${v}\r\n`;
+  return h + '\r\n';
 }
 
 export { sleep };

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/check.h"
 #include "server/api_error.h"
@@ -152,6 +153,22 @@ TEST_F(ProtocolTest, BadFieldsNameTheirParam) {
     EXPECT_EQ(e.param(), c.param) << c.body.dump().substr(0, 120) << " -> " << e.what();
     EXPECT_EQ(e.status(), std::string(c.param) == "model" ? 404 : 400) << c.body.dump();
   }
+  // max_tokens near 2^63: the sum in the message must not wrap.
+  ApiError huge = error_of({{"prompt", json::array({1, 2, 3})},
+                            {"max_tokens", std::numeric_limits<int64_t>::max()}});
+  EXPECT_EQ(huge.param(), "max_tokens");
+  EXPECT_NE(std::string(huge.what()).find("you requested 9223372036854775810 tokens (3 in the "
+                                          "prompt, 9223372036854775807 in the completion)"),
+            std::string::npos)
+      << huge.what();
+  // A prompt over the context is refused without tokenizing all of it.
+  std::string big;
+  for (int i = 0; i < 20000; ++i) big += "many words ";
+  ApiError longp = error_of({{"prompt", big}});
+  EXPECT_EQ(longp.param(), "prompt");
+  EXPECT_NE(std::string(longp.what()).find("your request has at least 4097 input tokens"),
+            std::string::npos)
+      << longp.what();
   ApiError ctx = error_of({{"prompt", p}, {"max_tokens", 5000}});
   EXPECT_NE(std::string(ctx.what()).find("maximum context length is 4096"), std::string::npos);
   json shape = ctx.to_json();

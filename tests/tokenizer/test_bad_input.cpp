@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "tok_test_util.h"
+#include "tokenizer/regex.h"
 #include "tokenizer/utf8.h"
 
 namespace hayate::test {
@@ -122,6 +123,80 @@ TEST(BadInput, InconsistentModelsAreRejected) {
   EXPECT_NE(error_of([&] { Tokenizer::from_json(j.dump(), ""); }).find("(unclosed"), std::string::npos);
   EXPECT_THROW(Tokenizer::from_json("[]", ""), Error);
   EXPECT_THROW(Tokenizer::from_json(small_tokenizer().dump(), "not json"), Error);
+}
+
+// Sequences nested 20,000 deep overflowed the stack while loading.
+TEST(BadInput, DeeplyNestedSequencesAreRejected) {
+  struct Case {
+    const char* field;
+    const char* list;
+    nlohmann::json leaf;
+  } cases[] = {
+      {"normalizer", "normalizers", {{"type", "Prepend"}, {"prepend", "x"}}},
+      {"pre_tokenizer", "pretokenizers", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+      {"decoder", "decoders", {{"type", "ByteLevel"}}},
+      {"post_processor", "processors", {{"type", "ByteLevel"}}},
+  };
+  for (const auto& c : cases) {
+    // Built as text: nlohmann's own recursive dump would overflow first.
+    std::string open = cat("{\"type\": \"Sequence\", \"", c.list, "\": [");
+    std::string nested;
+    for (int i = 0; i < 20000; ++i) nested += open;
+    nested += c.leaf.dump();
+    for (int i = 0; i < 20000; ++i) nested += "]}";
+    auto j = small_tokenizer();
+    j[c.field] = nullptr;
+    std::string text = j.dump();
+    const std::string key = cat("\"", c.field, "\":null");
+    ASSERT_NE(text.find(key), std::string::npos);
+    text.replace(text.find(key), key.size(), cat("\"", c.field, "\":", nested));
+    std::string msg = error_of([&] { Tokenizer::from_json(text, ""); });
+    EXPECT_NE(msg.find("nest deeper than"), std::string::npos) << c.field << ": '" << msg << "'";
+    // One level of Sequence, as HF files have, still loads.
+    j[c.field] = {{"type", "Sequence"}, {c.list, {c.leaf}}};
+    EXPECT_NO_THROW(Tokenizer::from_json(j.dump(), "")) << c.field;
+  }
+}
+
+// A special-token id above int32 wrapped to a negative id.
+TEST(BadInput, PostProcessorIdsOutsideTheVocabularyAreRejected) {
+  for (int64_t id : {int64_t(4294967296) + 1, int64_t(2147483648), int64_t(-1), int64_t(3)}) {
+    auto j = small_tokenizer();
+    j["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {id}}, {"tokens", {"<s>"}}}}}}};
+    std::string msg = error_of([&] { Tokenizer::from_json(j.dump(), ""); });
+    EXPECT_NE(msg.find("outside the vocabulary"), std::string::npos) << id << ": '" << msg << "'";
+  }
+}
+
+TEST(BadInput, TenMillionSpacesSplitWithinRegexLimits) {
+  // Llama 3's Split pattern on a 10 M-character whitespace run: `\s*[\r\n]+`
+  // backtracks over the whole run before `\s+(?!\S)` takes it, which PCRE2's
+  // default match limit failed with error -47, shown to clients. (The
+  // regex alone: BPE over a 10 M-byte word would take minutes under ASan.)
+  auto tj = nlohmann::json::parse(slurp(assets_llama3() + "/tokenizer.json"));
+  Regex re(tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"].get<std::string>(), false);
+  const std::string s = "a" + std::string(10'000'000, ' ') + "b";
+  std::vector<std::pair<size_t, size_t>> out;
+  re.find_all(s, out);
+  EXPECT_EQ(out, (std::vector<std::pair<size_t, size_t>>{{0, 1}, {1, 10'000'000}, {10'000'000, 10'000'002}}));
+}
+
+TEST(BadInput, EncodeAtMostStopsAfterTheLimit) {
+  const Tokenizer& tok = llama3();
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += cat("word", i, " <|eot_id|> ");
+  std::vector<int32_t> full = tok.encode(text, true);
+  for (size_t limit : {size_t(0), size_t(10), size_t(1000)}) {
+    std::vector<int32_t> part = tok.encode_at_most(text, true, limit);
+    EXPECT_GT(part.size(), limit);
+    EXPECT_LT(part.size(), limit + 8);
+    EXPECT_EQ(part, std::vector<int32_t>(full.begin(), full.begin() + ptrdiff_t(part.size())));
+  }
+  EXPECT_EQ(tok.encode_at_most(text, true, full.size()), full);
 }
 
 TEST(BadInput, TruncatedTokenizerJsonIsAnError) {

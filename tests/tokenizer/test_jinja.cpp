@@ -40,6 +40,66 @@ TEST(Jinja, UnsupportedConstructsAreNamed) {
   }
 }
 
+// Hostile templates end with an Error, not a stack overflow or an allocator
+// failure: every case here crashed or ran out of memory without the limits.
+TEST(Jinja, HostileTemplatesHitTheirLimits) {
+  struct Case {
+    const char* src;
+    const char* mention;
+  } cases[] = {
+      // A list nested 200,000 deep (freeing it recursed once per level).
+      {"{% set ns = namespace(x=[]) %}{% for i in range(200000) %}{% set ns.x = [ns.x] %}"
+       "{% endfor %}{{ ns.x | length }}",
+       "nests deeper"},
+      {"{% set ns = namespace(x={}) %}{% for i in range(200000) %}{% set ns.x = {'a': ns.x} %}"
+       "{% endfor %}",
+       "nests deeper"},
+      // A namespace that contains itself: a cycle printing would follow forever.
+      {"{% set ns = namespace(x=1) %}{% set ns.x = [ns] %}{{ ns | tojson }}", "contains the namespace"},
+      // Growth through replace, join, list +, |list and tojson(indent).
+      {"{% set ns = namespace(s='ab') %}{% for i in range(60) %}"
+       "{% set ns.s = ns.s.replace('a', 'aa') %}{% endfor %}",
+       "too large"},
+      {"{% set ns = namespace(s='ab') %}{% for i in range(60) %}"
+       "{% set ns.s = [ns.s, ns.s] | join(ns.s) %}{% endfor %}",
+       "too large"},
+      {"{% set ns = namespace(l=['xxxxxxxxxxxxxxxx']) %}{% for i in range(60) %}"
+       "{% set ns.l = ns.l + ns.l %}{% endfor %}",
+       "too large"},
+      {"{% set ns = namespace(l=[], s='0123456789abcdef') %}{% for i in range(19) %}"
+       "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{% for i in range(100) %}"
+       "{% set ns.l = ns.l + [[ns.s ~ i]] %}{% endfor %}",
+       "creates more than"},
+      {"{% set ns = namespace(l=['a']) %}{% for i in range(40) %}"
+       "{% set ns.l = (ns.l + ns.l) | list %}{% endfor %}",
+       "too large"},
+      {"{{ [[[1]]] | tojson(indent=2000000000) }}", "tojson"},
+  };
+  for (const auto& c : cases) {
+    try {
+      render(c.src);
+      ADD_FAILURE() << "accepted: " << c.src;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.mention), std::string::npos)
+          << c.src << " -> " << e.what();
+    }
+  }
+}
+
+TEST(Jinja, DeepContextValuesAreRefused) {
+  std::string deep(100000, '[');
+  deep += std::string(100000, ']');
+  try {
+    render("{{ v | length }}", {{"v", nlohmann::json::parse(deep)}});
+    ADD_FAILURE() << "accepted a value nested 100,000 deep";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nests deeper"), std::string::npos) << e.what();
+  }
+  // Nesting within the bound still renders.
+  std::string ok = std::string(100, '[') + std::string(100, ']');
+  EXPECT_EQ(render("{{ v | tojson }}", {{"v", nlohmann::json::parse(ok)}}), ok);
+}
+
 TEST(Jinja, TojsonRoundTrips) {
   nlohmann::json v = {{"name", "get_weather"},
                       {"parameters", {{"city", "東京"}, {"n", 3}, {"x", 1.5}, {"ok", true}, {"none", nullptr},
