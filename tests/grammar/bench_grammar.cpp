@@ -36,7 +36,8 @@ std::shared_ptr<const TokenVocab> vocab() {
   static const auto v = [] {
     const auto tok = hayate::Tokenizer::load(std::string(HAYATE_ASSETS_DIR) + "/llama3_1");
     std::vector<int32_t> eos;
-    for (const char* t : {"<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"}) eos.push_back(*tok.token_to_id(t));
+    for (const char* t : {"<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"})
+      if (auto id = tok.token_to_id(t)) eos.push_back(*id);
     return std::make_shared<const TokenVocab>(TokenVocab::from_tokenizer(tok, eos));
   }();
   return v;

@@ -22,7 +22,8 @@ using grammar::TokenVocab;
 
 inline std::vector<int32_t> llama3_eos() {
   std::vector<int32_t> eos;
-  for (const char* t : {"<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"}) eos.push_back(*llama3().token_to_id(t));
+  for (const char* t : {"<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"})
+    if (auto id = llama3().token_to_id(t)) eos.push_back(*id);
   return eos;
 }
 

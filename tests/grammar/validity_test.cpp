@@ -100,12 +100,14 @@ TEST(GrammarValidity, HandWrittenSchemasValidateUnderAjv) {
     const int walks = 12;
     for (int seed = 0; seed < walks; ++seed) {
       Walk w = random_walk(t, static_cast<uint64_t>(seed), 512);
-      if (c.bounded) EXPECT_TRUE(w.finished) << c.schema << " seed " << seed << ": " << w.text;
+      if (c.bounded) {
+        EXPECT_TRUE(w.finished) << c.schema << " seed " << seed << ": " << w.text;
+      }
       if (!w.finished) continue;
       ++finished;
       gens.push_back({schema, "2020", w.text, c.schema});
     }
-    EXPECT_GT(finished, 0) << c.schema;
+    if (c.bounded) EXPECT_GT(finished, 0) << c.schema;
   }
   const auto failures = validate(gens);
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << gens.size() << " invalid, first: " << failures[0];
