@@ -272,9 +272,9 @@ class SchemaCompiler {
       list.push_back({it.key(), node(it.value(), depth + 1), required.count(it.key()) > 0});
     for (const auto& r : required) {
       if (props.contains(r)) continue;
-      HAYATE_CHECK(extra.has_value(), "json schema: required property '", r,
-                   "' is not in 'properties' and additional properties are not allowed");
-      list.push_back({r, node(*extra, depth + 1), true});
+      HAYATE_CHECK(extra || !s.contains("additionalProperties"), "json schema: required property '", r,
+                   "' is not in 'properties' and additionalProperties is false");
+      list.push_back({r, node(extra ? *extra : json(true), depth + 1), true});
     }
     const std::string base = "obj" + std::to_string(rs_.rules.size());
     Expr sep = seq({ws(), lit(","), ws()});

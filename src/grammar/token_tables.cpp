@@ -50,27 +50,34 @@ struct TrieWalk {
 }  // namespace
 
 TokenTables::TokenTables(std::shared_ptr<const Grammar> grammar,
-                         std::shared_ptr<const TokenVocab> vocab)
+                         std::shared_ptr<const TokenVocab> vocab, Build build)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   HAYATE_CHECK(grammar_ && vocab_, "grammar: no grammar or vocabulary");
   const auto& el = grammar_->elements();
   table_of_.assign(el.size(), -1);
-  Parser parser(*grammar_, Parser::Mode::kLocal);
-  StackPool pool;
   for (uint32_t p = 0; p < el.size(); ++p) {
     if (el[p].op != Grammar::Op::kBytes) continue;
     table_of_[p] = static_cast<int32_t>(tables_.size());
     tables_.emplace_back();
-    pool.clear();
-    build(p, parser, pool);
   }
+  built_ = std::make_unique<std::once_flag[]>(tables_.size());
+  if (build == Build::kEager)
+    for (uint32_t p = 0; p < el.size(); ++p)
+      if (table_of_[p] >= 0) table(p);
 }
 
-void TokenTables::build(uint32_t pos, Parser& parser, StackPool& pool) {
+const TokenTables::Table& TokenTables::table(uint32_t pos) const {
+  const auto i = static_cast<size_t>(table_of_[pos]);
+  std::call_once(built_[i], [&] { build(pos, tables_[i]); });
+  return tables_[i];
+}
+
+void TokenTables::build(uint32_t pos, Table& table) const {
   const TokenVocab& v = *vocab_;
   const auto& sorted = v.sorted();
   const auto& lcp = v.lcp();
-  Table& table = tables_.back();
+  Parser parser(*grammar_, Parser::Mode::kLocal);
+  StackPool pool;
   TrieWalk walk;
   walk.reset(v.max_token_bytes());
   walk.st[0].clear();
@@ -121,7 +128,7 @@ void TokenTables::add_allowed(StackPool& pool, Parser& parser, const ParseState&
   TrieWalk walk;
   for (size_t g = 0; g < tops.size();) {
     const uint32_t pos = tops[g].first;
-    const Table& table = tables_[static_cast<size_t>(table_of_[pos])];
+    const Table& table = this->table(pos);
     if (!table.accepted_bits.empty()) {
       for (size_t w = 0; w < mask.size(); ++w) mask[w] |= table.accepted_bits[w];
     } else {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -19,7 +20,12 @@ namespace hayate::grammar {
 
 class TokenTables {
  public:
-  TokenTables(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab);
+  // kEager builds every position's table now (the compile cost, paid once
+  // per grammar); kLazy builds each on its first use by a mask (thread-safe),
+  // which is cheaper when a generation visits few of the positions.
+  enum class Build { kEager, kLazy };
+  TokenTables(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab,
+              Build build = Build::kEager);
 
   const Grammar& grammar() const { return *grammar_; }
   const TokenVocab& vocab() const { return *vocab_; }
@@ -34,7 +40,7 @@ class TokenTables {
   struct Stats {
     size_t positions = 0, accepted = 0, uncertain = 0, bitset_positions = 0;
   };
-  Stats stats() const;
+  Stats stats() const;  // over the tables built so far
 
  private:
   struct Uncertain {
@@ -46,12 +52,14 @@ class TokenTables {
     std::vector<uint32_t> accepted_bits; // a bitset, when many
     std::vector<Uncertain> uncertain;
   };
-  void build(uint32_t pos, Parser& parser, StackPool& pool);
+  const Table& table(uint32_t pos) const;
+  void build(uint32_t pos, Table& table) const;
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocab> vocab_;
   std::vector<int32_t> table_of_;  // per position: index into tables_, -1 if not kBytes
-  std::vector<Table> tables_;
+  mutable std::vector<Table> tables_;
+  std::unique_ptr<std::once_flag[]> built_;  // per table
 };
 
 }  // namespace hayate::grammar

@@ -32,9 +32,12 @@ inline std::shared_ptr<const TokenVocab> llama3_vocab() {
   return v;
 }
 
+// Lazy tables: a walk builds only the positions it visits (fast under ASan).
 inline std::shared_ptr<const TokenTables> tables_for(grammar::Grammar g,
-                                                     std::shared_ptr<const TokenVocab> v = llama3_vocab()) {
-  return std::make_shared<const TokenTables>(std::make_shared<const grammar::Grammar>(std::move(g)), std::move(v));
+                                                     std::shared_ptr<const TokenVocab> v = llama3_vocab(),
+                                                     TokenTables::Build build = TokenTables::Build::kLazy) {
+  return std::make_shared<const TokenTables>(std::make_shared<const grammar::Grammar>(std::move(g)), std::move(v),
+                                             build);
 }
 
 inline bool bit(const std::vector<uint32_t>& m, int32_t id) { return (m[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1; }

@@ -80,7 +80,8 @@ TEST(GrammarMatcher, EosOnlyAtAcceptingStatesAndSpecialTokensNever) {
 }
 
 TEST(GrammarMatcher, Llama3TokensSpanSeveralTerminals) {
-  auto t = tables_for(compile_ebnf(R"(root ::= "{" "\"" [a-z]+ "\"" ":" [0-9]+ "}")"));
+  auto t = tables_for(compile_ebnf(R"(root ::= "{" "\"" [a-z]+ "\"" ":" [0-9]+ "}")"), llama3_vocab(),
+                      TokenTables::Build::kEager);
   GrammarMatcher m(t);
   const std::string text = R"({"abc":123})";
   const auto ids = llama3().encode(text, false);
