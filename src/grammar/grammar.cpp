@@ -189,7 +189,11 @@ class Lowering {
   }
 
   uint32_t helper(const char* what) {
-    return new_rule(g_.rules_[current_].name + "_" + what + std::to_string(g_.rules_.size()));
+    std::string name = g_.rules_[current_].name;
+    name += '_';
+    name += what;
+    name += std::to_string(g_.rules_.size());
+    return new_rule(std::move(name));
   }
 
   void push(Grammar::Op op, uint32_t arg) {
@@ -333,6 +337,7 @@ class Lowering {
   }
 
   void check();
+  void compute_follow(const std::vector<char>& nullable);
 
   const RuleSet& rs_;
   Grammar g_;
@@ -437,6 +442,57 @@ void Lowering::check() {
   g_.static_return_.resize(nr);
   for (size_t r = 0; r < nr; ++r)
     g_.static_return_[r] = ret[r].size() == 1 ? ret[r][0] : Grammar::kReturnMany;
+  compute_follow(nullable);
+}
+
+// FIRST and FOLLOW byte sets, by fixpoint: follow(r) = the union over r's
+// call sites of first(rest of the site's sequence), plus the caller's
+// follow where that rest can be empty (a tail call's rest is empty).
+void Lowering::compute_follow(const std::vector<char>& nullable) {
+  const auto& el = g_.elements_;
+  const size_t nr = g_.rules_.size();
+  using Op = Grammar::Op;
+  auto unite = [](ByteSet& a, const ByteSet& b) {
+    bool changed = false;
+    for (int k = 0; k < 4; ++k) {
+      const uint64_t v = a[k] | b[k];
+      changed = changed || v != a[k];
+      a[k] = v;
+    }
+    return changed;
+  };
+  std::vector<ByteSet> first(nr, ByteSet{});
+  // first of the sequence from pos; returns whether it can be empty.
+  auto first_seq = [&](uint32_t pos, ByteSet& out) {
+    for (uint32_t i = pos;; ++i) {
+      if (el[i].op == Op::kEnd) return true;
+      if (el[i].op == Op::kBytes) {
+        unite(out, g_.byte_sets_[el[i].arg]);
+        return false;
+      }
+      unite(out, first[el[i].arg]);
+      if (!nullable[el[i].arg]) return false;
+    }
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < nr; ++r)
+      for (uint32_t p : g_.rules_[r].alts) {
+        ByteSet f{};
+        first_seq(p, f);
+        changed = unite(first[r], f) || changed;
+      }
+  }
+  g_.follow_.assign(nr, ByteSet{});
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t i = 0; i < el.size(); ++i) {
+      if (el[i].op != Op::kRef) continue;
+      ByteSet f{};
+      if (first_seq(i + 1, f)) unite(f, g_.follow_[g_.rule_of_[i]]);
+      changed = unite(g_.follow_[el[i].arg], f) || changed;
+    }
+  }
 }
 
 Grammar compile(const RuleSet& rules, const Limits& limits) { return Lowering(rules, limits).run(); }
@@ -459,7 +515,10 @@ std::string Grammar::dump() const {
     const char* hex = "0123456789ABCDEF";
     if (b >= 0x21 && b < 0x7F && b != '\\' && b != ']' && b != '-' && b != '^')
       return std::string(1, static_cast<char>(b));
-    return std::string("\\x") + hex[b >> 4] + hex[b & 15];
+    std::string s = "\\x";
+    s += hex[b >> 4];
+    s += hex[b & 15];
+    return s;
   };
   for (const Rule& r : rules_) {
     out += r.name + " ::=";
@@ -476,7 +535,11 @@ std::string Grammar::dump() const {
           if (!has_byte(s, static_cast<uint8_t>(b))) continue;
           uint32_t e = b;
           while (e + 1 < 256 && has_byte(s, static_cast<uint8_t>(e + 1))) ++e;
-          out += byte(b) + (e > b ? "-" + byte(e) : "");
+          out += byte(b);
+          if (e > b) {
+            out += '-';
+            out += byte(e);
+          }
           b = e;
         }
         out += "]";

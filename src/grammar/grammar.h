@@ -53,6 +53,8 @@ class Grammar {
   const std::vector<Rule>& rules() const { return rules_; }
   uint32_t rule_of(uint32_t pos) const { return rule_of_[pos]; }
   int64_t static_return(uint32_t rule) const { return static_return_[rule]; }
+  // The bytes that can come right after the rule ends, in any context.
+  const ByteSet& follow(uint32_t rule) const { return follow_[rule]; }
   const Limits& limits() const { return limits_; }
   size_t num_positions() const { return elements_.size(); }
   // A readable GBNF-like listing of the lowered rules (for errors and tests).
@@ -65,6 +67,7 @@ class Grammar {
   std::vector<Rule> rules_;  // rules_[0] is the root
   std::vector<uint32_t> rule_of_;
   std::vector<int64_t> static_return_;
+  std::vector<ByteSet> follow_;
   Limits limits_;
 };
 

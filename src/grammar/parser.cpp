@@ -6,23 +6,40 @@ namespace hayate::grammar {
 
 void Parser::start(StackPool& pool, ParseState& out) {
   out.clear();
-  if (++epoch_ == 0) std::fill(stamp_.begin(), stamp_.end(), 0), epoch_ = 1;
+  next_epoch(stamp_, epoch_);
   work_.clear();
   for (uint32_t s : g_.rules()[0].alts) work_.push_back(pool.intern(s, -1));
   close(pool, out);
 }
 
+const Parser::Closure& Parser::closure_of(StackPool& pool, int32_t id) {
+  const auto i = static_cast<size_t>(id);
+  if (i < memo_.size() && memo_[i].done) return memo_[i];
+  ParseState st;
+  next_epoch(stamp_, epoch_);
+  work_.clear();
+  work_.push_back(id);
+  close(pool, st);
+  if (i >= memo_.size()) memo_.resize(std::max(i + 1, pool.size()));
+  memo_[i] = {std::move(st.tops), st.accepting, st.popped, true, st.follow};
+  return memo_[i];
+}
+
 void Parser::advance(StackPool& pool, const ParseState& in, uint8_t b, ParseState& out) {
   out.clear();
-  if (++epoch_ == 0) std::fill(stamp_.begin(), stamp_.end(), 0), epoch_ = 1;
-  work_.clear();
+  next_epoch(out_stamp_, out_epoch_);
   const auto& el = g_.elements();
   const auto& sets = g_.byte_sets();
   for (int32_t t : in.tops) {
     const StackPool::Node n = pool[t];
-    if (has_byte(sets[el[n.pos].arg], b)) work_.push_back(pool.intern(n.pos + 1, n.parent));
+    if (!has_byte(sets[el[n.pos].arg], b)) continue;
+    const Closure& c = closure_of(pool, pool.intern(n.pos + 1, n.parent));
+    for (int32_t top : c.tops)
+      if (first_visit(out_stamp_, out_epoch_, top)) out.tops.push_back(top);
+    out.accepting = out.accepting || c.accepting;
+    out.popped = out.popped || c.popped;
+    for (int k = 0; k < 4; ++k) out.follow[k] |= c.follow[k];
   }
-  close(pool, out);
 }
 
 // Expands the nodes in work_ until every stack top is on a kBytes position.
@@ -35,7 +52,7 @@ void Parser::close(StackPool& pool, ParseState& out) {
   while (!work_.empty()) {
     const int32_t id = work_.back();
     work_.pop_back();
-    if (!first_visit(id)) continue;
+    if (!first_visit(stamp_, epoch_, id)) continue;
     HAYATE_CHECK(++steps <= limit, "grammar: a parser step took more than ", limit, " expansions");
     const StackPool::Node n = pool[id];
     const Grammar::Element e = el[n.pos];
@@ -63,6 +80,8 @@ void Parser::close(StackPool& pool, ParseState& out) {
             out.accepting = true;
           } else {
             out.popped = true;
+            const ByteSet& f = g_.follow(g_.rule_of(n.pos));
+            for (int k = 0; k < 4; ++k) out.follow[k] |= f[k];
           }
         }
         break;

@@ -7,6 +7,7 @@
 // advancing by one byte tests each top's byte set.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -49,10 +50,12 @@ struct ParseState {
   std::vector<int32_t> tops;  // stack ids, each top on a kBytes position
   bool accepting = false;     // some stack is empty: the input may end here
   bool popped = false;        // local mode: some stack returned into an unknown caller
+  ByteSet follow{};           // popped: the bytes those callers may continue with
   bool live() const { return !tops.empty() || accepting || popped; }
   void clear() {
     tops.clear();
     accepting = popped = false;
+    follow = ByteSet{};
   }
 };
 
@@ -69,21 +72,40 @@ class Parser {
   void start(StackPool& pool, ParseState& out);
   // out = the stacks of `in` that accept byte b, advanced and closed.
   void advance(StackPool& pool, const ParseState& in, uint8_t b, ParseState& out);
+  // A parser serves one pool: call this with the pool's truncate(n).
+  void forget_from(size_t n) {
+    if (memo_.size() > n) memo_.resize(n);
+  }
 
  private:
+  // The closure of one node, memoized by node id: states recur (inside a
+  // string every character leads back to the same stacks), and a memo hit
+  // replaces a dozen interning steps by one lookup.
+  struct Closure {
+    std::vector<int32_t> tops;
+    bool accepting = false, popped = false, done = false;
+    ByteSet follow{};
+  };
+  const Closure& closure_of(StackPool& pool, int32_t id);
   void close(StackPool& pool, ParseState& out);
-  bool first_visit(int32_t id) {
-    if (static_cast<size_t>(id) >= stamp_.size()) stamp_.resize(static_cast<size_t>(id) * 2 + 64, 0);
-    if (stamp_[static_cast<size_t>(id)] == epoch_) return false;
-    stamp_[static_cast<size_t>(id)] = epoch_;
+  static bool first_visit(std::vector<uint32_t>& stamp, uint32_t epoch, int32_t id) {
+    if (static_cast<size_t>(id) >= stamp.size()) stamp.resize(static_cast<size_t>(id) * 2 + 64, 0);
+    if (stamp[static_cast<size_t>(id)] == epoch) return false;
+    stamp[static_cast<size_t>(id)] = epoch;
     return true;
+  }
+  static void next_epoch(std::vector<uint32_t>& stamp, uint32_t& epoch) {
+    if (++epoch == 0) std::fill(stamp.begin(), stamp.end(), 0), epoch = 1;
   }
 
   const Grammar& g_;
   Mode mode_;
   std::vector<int32_t> work_;
-  std::vector<uint32_t> stamp_;  // per node id: the epoch of its last visit
+  std::vector<uint32_t> stamp_;  // per node id: the epoch of its last visit in close()
   uint32_t epoch_ = 0;
+  std::vector<uint32_t> out_stamp_;  // per node id: already a top of advance()'s output
+  uint32_t out_epoch_ = 0;
+  std::vector<Closure> memo_;
 };
 
 }  // namespace hayate::grammar

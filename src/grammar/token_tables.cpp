@@ -20,7 +20,9 @@ inline void set_bit(std::vector<uint32_t>& m, int32_t id) {
 // prefix is decided without parsing.
 struct TrieWalk {
   std::vector<ParseState> st;
-  std::vector<char> popped_by;  // popped_by[d]: some state at depth <= d popped
+  // popped_by[d]: within the first d bytes, some path returned into an
+  // unknown caller and the next byte is one that caller could take.
+  std::vector<char> popped_by;
   size_t valid = 0;
   size_t dead = SIZE_MAX;
 
@@ -30,20 +32,23 @@ struct TrieWalk {
     dead = SIZE_MAX;
     popped_by[0] = 0;
   }
+  static bool pops_into(const ParseState& s, uint8_t next) { return s.popped && has_byte(s.follow, next); }
   enum Verdict { kAccepted, kRejected, kUncertain };
   // Classifies token bytes t whose first lcp bytes equal the previous token's.
   Verdict next(const std::string& t, size_t lcp, Parser& parser, StackPool& pool) {
     valid = std::min(valid, lcp);
     if (dead > valid) dead = SIZE_MAX;
     while (valid < t.size() && dead == SIZE_MAX) {
-      parser.advance(pool, st[valid], static_cast<uint8_t>(t[valid]), st[valid + 1]);
-      popped_by[valid + 1] = popped_by[valid] || st[valid + 1].popped;
+      const auto b = static_cast<uint8_t>(t[valid]);
+      parser.advance(pool, st[valid], b, st[valid + 1]);
+      popped_by[valid + 1] = popped_by[valid] || pops_into(st[valid], b);
       ++valid;
       if (st[valid].tops.empty()) dead = valid;
     }
     const size_t reached = std::min(t.size(), dead);
     if (reached == t.size() && st[reached].live()) return kAccepted;
-    return popped_by[reached] ? kUncertain : kRejected;
+    const bool pop_here = reached < t.size() && pops_into(st[reached], static_cast<uint8_t>(t[reached]));
+    return popped_by[reached] || pop_here ? kUncertain : kRejected;
   }
 };
 
@@ -143,6 +148,7 @@ void TokenTables::add_allowed(StackPool& pool, Parser& parser, const ParseState&
     }
   }
   pool.truncate(mark);
+  parser.forget_from(mark);
 }
 
 TokenTables::Stats TokenTables::stats() const {
