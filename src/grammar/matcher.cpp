@@ -83,7 +83,7 @@ void GrammarMatcher::fill_mask(std::vector<uint32_t>& mask) {
       return;
     }
   }
-  tables_->add_allowed(pool_, parser_, s, mask);
+  tables_->add_allowed(pool_, parser_, walk_, s, mask);
   if (cache_capacity_ > 0) {
     if (cache_.size() >= cache_capacity_) {
       cache_.erase(cache_order_.front());

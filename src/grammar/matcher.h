@@ -59,6 +59,7 @@ class GrammarMatcher {
   std::vector<ParseState> states_;  // states_[0]: before any input
   std::vector<char> terminated_;
   ParseState scratch_[2];
+  TrieWalk walk_;  // mask scratch, kept to avoid reallocating per step
   size_t cache_capacity_;
   std::unordered_map<std::string, std::vector<uint32_t>> cache_;
   std::deque<std::string> cache_order_;

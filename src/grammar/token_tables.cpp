@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -13,46 +14,23 @@ inline void set_bit(std::vector<uint32_t>& m, int32_t id) {
   m[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
 }
 
-// Walks tokens in byte order from one start state, reusing the states of
-// the prefix shared with the previous token: st[d] is the state after d
-// bytes of the current token, valid for d <= valid; dead (if set) is the
-// depth whose state has no stacks left, so a later token sharing that
-// prefix is decided without parsing.
-struct TrieWalk {
-  std::vector<ParseState> st;
-  // popped_by[d]: within the first d bytes, some path returned into an
-  // unknown caller and the next byte is one that caller could take.
-  std::vector<char> popped_by;
-  size_t valid = 0;
-  size_t dead = SIZE_MAX;
-
-  void reset(size_t max_len) {
-    if (st.size() < max_len + 1) st.resize(max_len + 1), popped_by.resize(max_len + 1);
-    valid = 0;
-    dead = SIZE_MAX;
-    popped_by[0] = 0;
-  }
-  static bool pops_into(const ParseState& s, uint8_t next) { return s.popped && has_byte(s.follow, next); }
-  enum Verdict { kAccepted, kRejected, kUncertain };
-  // Classifies token bytes t whose first lcp bytes equal the previous token's.
-  Verdict next(const std::string& t, size_t lcp, Parser& parser, StackPool& pool) {
-    valid = std::min(valid, lcp);
-    if (dead > valid) dead = SIZE_MAX;
-    while (valid < t.size() && dead == SIZE_MAX) {
-      const auto b = static_cast<uint8_t>(t[valid]);
-      parser.advance(pool, st[valid], b, st[valid + 1]);
-      popped_by[valid + 1] = popped_by[valid] || pops_into(st[valid], b);
-      ++valid;
-      if (st[valid].tops.empty()) dead = valid;
-    }
-    const size_t reached = std::min(t.size(), dead);
-    if (reached == t.size() && st[reached].live()) return kAccepted;
-    const bool pop_here = reached < t.size() && pops_into(st[reached], static_cast<uint8_t>(t[reached]));
-    return popped_by[reached] || pop_here ? kUncertain : kRejected;
-  }
-};
-
 }  // namespace
+
+TrieWalk::Verdict TrieWalk::next(const std::string& t, size_t lcp, Parser& parser, StackPool& pool) {
+  valid = std::min(valid, lcp);
+  if (dead > valid) dead = SIZE_MAX;
+  while (valid < t.size() && dead == SIZE_MAX) {
+    const auto b = static_cast<uint8_t>(t[valid]);
+    parser.advance(pool, st[valid], b, st[valid + 1]);
+    popped_by[valid + 1] = popped_by[valid] || pops_into(st[valid], b);
+    ++valid;
+    if (st[valid].tops.empty()) dead = valid;
+  }
+  const size_t reached = std::min(t.size(), dead);
+  if (reached == t.size() && st[reached].live()) return kAccepted;
+  const bool pop_here = reached < t.size() && pops_into(st[reached], static_cast<uint8_t>(t[reached]));
+  return popped_by[reached] || pop_here ? kUncertain : kRejected;
+}
 
 TokenTables::TokenTables(std::shared_ptr<const Grammar> grammar,
                          std::shared_ptr<const TokenVocab> vocab, Build build)
@@ -110,7 +88,9 @@ void TokenTables::build(uint32_t pos, Table& table) const {
       }
     }
   }
-  if (accepted.size() > v.mask_words()) {
+  // A list costs a scattered write per id, a bitset one OR per word of
+  // the mask (sequential, vectorized): past ~1/8 of the words, OR wins.
+  if (accepted.size() > v.mask_words() / 8) {
     table.accepted_bits.assign(v.mask_words(), 0);
     for (int32_t id : accepted) set_bit(table.accepted_bits, id);
   } else {
@@ -118,37 +98,72 @@ void TokenTables::build(uint32_t pos, Table& table) const {
   }
 }
 
-void TokenTables::add_allowed(StackPool& pool, Parser& parser, const ParseState& state,
+void TokenTables::add_allowed(StackPool& pool, Parser& parser, TrieWalk& walk, const ParseState& state,
                               std::vector<uint32_t>& mask) const {
   const TokenVocab& v = *vocab_;
   HAYATE_CHECK(mask.size() == v.mask_words(), "grammar: mask has ", mask.size(), " words, need ",
                v.mask_words());
   if (state.accepting)
     for (int32_t e : v.eos()) set_bit(mask, e);
-  // Group the stacks by their top position: one table, one walk per group.
-  std::vector<std::pair<uint32_t, int32_t>> tops;
-  for (int32_t t : state.tops) tops.push_back({pool[t].pos, t});
-  std::sort(tops.begin(), tops.end());
-  const size_t mark = pool.size();
-  TrieWalk walk;
-  for (size_t g = 0; g < tops.size();) {
-    const uint32_t pos = tops[g].first;
-    const Table& table = this->table(pos);
-    if (!table.accepted_bits.empty()) {
-      for (size_t w = 0; w < mask.size(); ++w) mask[w] |= table.accepted_bits[w];
-    } else {
-      for (int32_t id : table.accepted) set_bit(mask, id);
-    }
-    walk.reset(v.max_token_bytes());
-    walk.st[0].clear();
-    for (; g < tops.size() && tops[g].first == pos; ++g) walk.st[0].tops.push_back(tops[g].second);
-    for (const Uncertain& u : table.uncertain) {
-      const int32_t id = v.sorted()[static_cast<size_t>(u.sorted_index)];
-      if (walk.next(v.bytes(id), u.lcp, parser, pool) == TrieWalk::kAccepted) set_bit(mask, id);
-    }
+  // One table for the set of top positions (the union of theirs, made
+  // once), then one walk of its uncertain tokens from all the stacks.
+  std::vector<uint32_t> positions;
+  for (int32_t t : state.tops) positions.push_back(pool[t].pos);
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  if (positions.empty()) return;
+  const Table& table = positions.size() == 1 ? this->table(positions[0]) : group_table(positions);
+  if (!table.accepted_bits.empty()) {
+    for (size_t w = 0; w < mask.size(); ++w) mask[w] |= table.accepted_bits[w];
+  } else {
+    for (int32_t id : table.accepted) set_bit(mask, id);
   }
-  pool.truncate(mark);
-  parser.forget_from(mark);
+  if (table.uncertain.empty()) return;
+  walk.reset(v.max_token_bytes());
+  walk.st[0].clear();
+  walk.st[0].tops = state.tops;
+  for (const Uncertain& u : table.uncertain) {
+    const int32_t id = v.sorted()[static_cast<size_t>(u.sorted_index)];
+    if (walk.next(v.bytes(id), u.lcp, parser, pool) == TrieWalk::kAccepted) set_bit(mask, id);
+  }
+}
+
+const TokenTables::Table& TokenTables::group_table(const std::vector<uint32_t>& positions) const {
+  std::string key(positions.size() * sizeof(uint32_t), '\0');
+  std::memcpy(key.data(), positions.data(), key.size());
+  {
+    std::lock_guard<std::mutex> lock(groups_mutex_);
+    if (auto it = groups_.find(key); it != groups_.end()) return *it->second;
+  }
+  const TokenVocab& v = *vocab_;
+  auto g = std::make_unique<Table>();
+  g->accepted_bits.assign(v.mask_words(), 0);
+  std::vector<int32_t> uncertain;  // sorted indices
+  for (uint32_t p : positions) {
+    const Table& t = table(p);
+    if (!t.accepted_bits.empty()) {
+      for (size_t w = 0; w < g->accepted_bits.size(); ++w) g->accepted_bits[w] |= t.accepted_bits[w];
+    } else {
+      for (int32_t id : t.accepted) set_bit(g->accepted_bits, id);
+    }
+    for (const Uncertain& u : t.uncertain) uncertain.push_back(u.sorted_index);
+  }
+  std::sort(uncertain.begin(), uncertain.end());
+  uncertain.erase(std::unique(uncertain.begin(), uncertain.end()), uncertain.end());
+  const std::string* prev = nullptr;
+  for (int32_t i : uncertain) {
+    const int32_t id = v.sorted()[static_cast<size_t>(i)];
+    if ((g->accepted_bits[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1) continue;
+    const std::string& cur = v.bytes(id);
+    size_t l = 0;
+    if (prev)
+      while (l < cur.size() && l < prev->size() && cur[l] == (*prev)[l]) ++l;
+    g->uncertain.push_back({i, static_cast<uint16_t>(l)});
+    prev = &cur;
+  }
+  std::lock_guard<std::mutex> lock(groups_mutex_);
+  auto [it, fresh] = groups_.emplace(std::move(key), std::move(g));
+  return *it->second;
 }
 
 TokenTables::Stats TokenTables::stats() const {

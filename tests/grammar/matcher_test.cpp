@@ -127,7 +127,7 @@ TEST(GrammarMatcher, UnicodeClassesAcceptSplitCharacters) {
 TEST(GrammarMatcher, ByteFallbackTokensAreTheirByte) {
   const Tokenizer& tok = llama2();
   auto v = std::make_shared<const TokenVocab>(TokenVocab::from_tokenizer(tok, {2}));
-  const auto e2 = *tok.token_to_id("<0xE2>");
+  const auto e2 = tok.token_to_id("<0xE2>").value();
   EXPECT_EQ(v->bytes(e2), "\xE2");
   EXPECT_EQ(v->bytes(tok.token_to_id("\xE2\x96\x81the").value()), " the");
   EXPECT_FALSE(v->usable(1));  // <s>
