@@ -107,7 +107,9 @@ TEST(GrammarValidity, HandWrittenSchemasValidateUnderAjv) {
       ++finished;
       gens.push_back({schema, "2020", w.text, c.schema});
     }
-    if (c.bounded) EXPECT_GT(finished, 0) << c.schema;
+    if (c.bounded) {
+      EXPECT_GT(finished, 0) << c.schema;
+    }
   }
   const auto failures = validate(gens);
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << gens.size() << " invalid, first: " << failures[0];
