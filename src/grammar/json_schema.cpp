@@ -112,6 +112,7 @@ class SchemaCompiler {
       if (!present.count(kw)) continue;
       only(kw, {});
       HAYATE_CHECK(s[kw].is_array() && !s[kw].empty(), "json schema: '", kw, "' needs a non-empty array");
+      if (std::string(kw) == "oneOf") check_disjoint(s[kw]);
       std::vector<Expr> alts;
       for (const json& sub : s[kw]) alts.push_back(node(sub, depth + 1));
       return alts.size() == 1 ? std::move(alts[0]) : alt(std::move(alts));
@@ -145,6 +146,59 @@ class SchemaCompiler {
     std::vector<Expr> alts;
     for (const auto& t : types) alts.push_back(typed(s, t, depth));
     return alts.size() == 1 ? std::move(alts[0]) : alt(std::move(alts));
+  }
+
+  // oneOf is compiled as anyOf, which is exact only when no value matches
+  // two branches. Accepted when that is evident: branches of disjoint
+  // types (integer and number overlap), or const/enum branches with no
+  // value in common.
+  static void check_disjoint(const json& branches) {
+    struct Shape {
+      std::set<std::string> types;
+      std::vector<json> values;  // const/enum branches
+      bool known = false;
+    };
+    std::vector<Shape> shapes;
+    for (const json& b : branches) {
+      Shape sh;
+      if (b.is_object() && (b.contains("const") || b.contains("enum"))) {
+        if (b.contains("const")) sh.values.push_back(b["const"]);
+        if (b.contains("enum") && b["enum"].is_array()) sh.values.insert(sh.values.end(), b["enum"].begin(), b["enum"].end());
+        sh.known = true;
+      } else if (b.is_object() && b.contains("type")) {
+        const json& t = b["type"];
+        if (t.is_string()) sh.types.insert(t.get<std::string>());
+        if (t.is_array())
+          for (const json& x : t)
+            if (x.is_string()) sh.types.insert(x.get<std::string>());
+        if (sh.types.count("integer")) sh.types.insert("number");
+        if (sh.types.count("number")) sh.types.insert("integer");
+        sh.known = !sh.types.empty();
+      }
+      shapes.push_back(std::move(sh));
+    }
+    auto type_of = [](const json& v) -> std::string {
+      return v.is_number() ? "number" : v.is_string() ? "string" : v.is_boolean() ? "boolean"
+           : v.is_null() ? "null" : v.is_object() ? "object" : "array";
+    };
+    for (size_t i = 0; i < shapes.size(); ++i)
+      for (size_t j = i + 1; j < shapes.size(); ++j) {
+        const Shape &a = shapes[i], &b = shapes[j];
+        bool disjoint = a.known && b.known;
+        if (disjoint && !a.values.empty() && !b.values.empty()) {
+          for (const json& x : a.values)
+            for (const json& y : b.values) disjoint = disjoint && x != y;
+        } else if (disjoint) {
+          const Shape& vals = a.values.empty() ? b : a;
+          const Shape& typed = a.values.empty() ? a : b;
+          if (vals.values.empty()) {
+            for (const auto& t : a.types) disjoint = disjoint && !b.types.count(t);
+          } else {
+            for (const json& x : vals.values) disjoint = disjoint && !typed.types.count(type_of(x));
+          }
+        }
+        HAYATE_CHECK(disjoint, "json schema: 'oneOf' whose branches may overlap is not supported (anyOf is)");
+      }
   }
 
   // The types a schema allows: its `type`, or those its keywords imply

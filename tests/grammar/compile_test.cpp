@@ -85,6 +85,11 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   }
   expect_error([] { compile_json_schema(std::string_view(R"({"allOf": [{}, {}]})")); }, "'allOf'");
   expect_error([] { compile_json_schema(std::string_view(R"({"uniqueItems": true})")); }, "'uniqueItems'");
+  expect_error([] { compile_json_schema(std::string_view(R"({"oneOf": [{"type": "integer"}, {"minimum": 2}]})")); },
+               "'oneOf'");
+  expect_error([] { compile_json_schema(std::string_view(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})")); },
+               "'oneOf'");
+  compile_json_schema(std::string_view(R"({"oneOf": [{"type": "string"}, {"type": "integer"}, {"const": true}]})"));
   expect_error([] { compile_json_schema(std::string_view(R"({"type": "string", "format": "hostname"})")); },
                "format 'hostname'");
   expect_error([] { compile_json_schema(std::string_view(R"({"$ref": "#/$defs/missing"})")); }, "does not resolve");
