@@ -24,7 +24,7 @@ void expect_error(const std::function<void()>& f, const std::string& needle) {
   }
 }
 
-TEST(Ebnf, SyntaxOfGbnf) {
+TEST(GrammarEbnf, SyntaxOfGbnf) {
   const Grammar g = compile_ebnf(R"(
 # a comment
 root ::= greeting ws name{1,2}   # trailing comment
@@ -44,7 +44,7 @@ name ::= [A-Z] [a-z]*
   EXPECT_FALSE(matches(any, "\xED\xA0\x80x!"));                 // a surrogate is not a character
 }
 
-TEST(Ebnf, BadGrammarsAreErrors) {
+TEST(GrammarEbnf, BadGrammarsAreErrors) {
   expect_error([] { compile_ebnf("root ::= foo"); }, "undefined rule 'foo'");
   expect_error([] { compile_ebnf("root ::= root \"a\" | \"b\""); }, "left-recursive");
   expect_error([] { compile_ebnf("root ::= (\"a\"?)*"); }, "left-recursive");
@@ -62,7 +62,7 @@ TEST(Ebnf, BadGrammarsAreErrors) {
   expect_error([&] { compile_ebnf("root ::= [a-z]{5000}", small); }, "positions");
 }
 
-TEST(Choice, ExactlyTheChoices) {
+TEST(GrammarChoice, ExactlyTheChoices) {
   const Grammar g = compile_choice({"yes", "no", "yes!"});
   EXPECT_TRUE(matches(g, "yes"));
   EXPECT_TRUE(matches(g, "yes!"));
@@ -77,7 +77,7 @@ TEST(Choice, ExactlyTheChoices) {
   }
 }
 
-TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
+TEST(GrammarJsonSchema, UnsupportedKeywordsAreNamed) {
   for (const char* kw : {"not", "patternProperties", "if", "minProperties", "multipleOf", "contains",
                          "propertyNames", "dependentRequired", "unevaluatedProperties"}) {
     const std::string schema = std::string(R"({"type": "object", ")") + kw + R"(": {}})";
@@ -101,7 +101,7 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   expect_error([] { compile_json_schema(std::string_view("false")); }, "allows no value");
 }
 
-TEST(JsonSchema, LimitsStopHugeAndDeepSchemas) {
+TEST(GrammarJsonSchema, LimitsStopHugeAndDeepSchemas) {
   std::string deep = "{}";
   for (int i = 0; i < 500; ++i) deep = R"({"type": "array", "items": )" + deep + "}";
   expect_error([&] { compile_json_schema(std::string_view(deep)); }, "nested deeper");
@@ -127,7 +127,7 @@ TEST(JsonSchema, LimitsStopHugeAndDeepSchemas) {
                "no finite string");
 }
 
-TEST(JsonSchema, WhitespaceIsBounded) {
+TEST(GrammarJsonSchema, WhitespaceIsBounded) {
   const Grammar compact = compile_json_object({.max_whitespace = 0});
   EXPECT_TRUE(matches(compact, R"({"a":[1,2],"b":{}})"));
   EXPECT_FALSE(matches(compact, R"({"a": 1})"));

@@ -55,7 +55,7 @@ const Case kCases[] = {
     {"\\u{1F600}{1,2}", true, "\\x{1F600}{1,2}"},
 };
 
-TEST(Regex, RandomWalksMatchUnderPcre2) {
+TEST(GrammarRegex, RandomWalksMatchUnderPcre2) {
   for (const Case& c : kCases) {
     auto t = tables_for(compile_regex(c.pattern));
     for (uint64_t seed = 0; seed < 8; ++seed) {
@@ -70,7 +70,7 @@ TEST(Regex, RandomWalksMatchUnderPcre2) {
   }
 }
 
-TEST(Regex, UnsupportedConstructsAreErrors) {
+TEST(GrammarRegex, UnsupportedConstructsAreErrors) {
   const std::pair<const char*, const char*> bad[] = {
       {"(?=a)b", "lookaround"}, {"(a)\\1", "backreferences"}, {"(a", "expected )"},
       {"a)", "unexpected ')'"}, {"a{3,2}", "max < min"},      {"[b-a]", "reversed"},
