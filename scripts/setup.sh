@@ -9,7 +9,7 @@ sudo=""
 pkgs=(cmake ninja-build g++ pkg-config git curl python3
       nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      clang-16 libclang-rt-16-dev)
+      clang-16 libclang-rt-16-dev json-schema-test-suite)
 command -v node >/dev/null || pkgs+=(nodejs)
 command -v npm >/dev/null || pkgs+=(npm)
 missing=()

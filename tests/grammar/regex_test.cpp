@@ -1,0 +1,98 @@
+// Regexes: random walks through the mask must match the pattern in full
+// under PCRE2 (an independent engine), and finish where the pattern is
+// bounded; unsupported constructs are Errors.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "grammar/grammar.h"
+#include "grammar_util.h"
+
+namespace hayate::test {
+namespace {
+
+using namespace hayate::grammar;
+
+// Full match under PCRE2 with UTF (ASCII \d \w \s, as our subset).
+bool pcre2_full_match(const std::string& pattern, const std::string& subject) {
+  int err;
+  PCRE2_SIZE off;
+  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF,
+                                 &err, &off, nullptr);
+  if (!re) {
+    ADD_FAILURE() << "PCRE2 cannot compile " << pattern;
+    return false;
+  }
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
+  const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), 0,
+                             PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, nullptr);
+  pcre2_match_data_free(md);
+  pcre2_code_free(re);
+  return rc >= 0;
+}
+
+struct Case {
+  const char* pattern;
+  bool bounded;                // every match is short: the walk must finish
+  const char* pcre = nullptr;  // the same in PCRE2's syntax, where it differs (\\u)
+};
+
+const Case kCases[] = {
+    {"[a-z]{3,5}", true},
+    {"\\d{3}-\\d{4}", true},
+    {"(foo|bar)+baz", false},
+    {"[^\\n]{0,10}x", true},
+    {"a.b", true},
+    {"\\w+@\\w+\\.com", false},
+    {"[α-ω]{2}[А-Я]?", true},
+    {"(?:ab|cd){2,3}", true},
+    {"x*y?z+", false},
+    {"^(true|false)$", true},
+    {"[+-]?(0|[1-9][0-9]{0,3})(\\.[0-9]{1,2})?", true},
+    {"\\S{2}\\s\\D\\W", true},
+    {"[\\u00e9\\x41-\\x43\\]\\-]{1,4}", true, "[\\x{e9}\\x41-\\x43\\]\\-]{1,4}"},
+    {"(a|ab)(c|bcd)(d*)", false},
+    {"(\\d+)+!", false},
+    {"\\u{1F600}{1,2}", true, "\\x{1F600}{1,2}"},
+};
+
+TEST(GrammarRegex, RandomWalksMatchUnderPcre2) {
+  for (const Case& c : kCases) {
+    auto t = tables_for(compile_regex(c.pattern));
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      Walk w = random_walk(t, seed, 200, 0.4);
+      if (c.bounded) {
+        EXPECT_TRUE(w.finished) << c.pattern << " seed " << seed << ": " << w.text;
+      }
+      if (w.finished) {
+        EXPECT_TRUE(pcre2_full_match(c.pcre ? c.pcre : c.pattern, w.text)) << c.pattern << " produced " << w.text;
+      }
+    }
+  }
+}
+
+TEST(GrammarRegex, UnsupportedConstructsAreErrors) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"(?=a)b", "lookaround"}, {"(a)\\1", "backreferences"}, {"(a", "expected )"},
+      {"a)", "unexpected ')'"}, {"a{3,2}", "max < min"},      {"[b-a]", "reversed"},
+      {"a^b", "anchors"},       {"\\p{L}", "not supported"},   {"*a", "without an operand"},
+      {"[[:alpha:]]", "POSIX"}, {"(?<n>a)", "named group"},
+  };
+  for (auto [p, needle] : bad) {
+    try {
+      compile_regex(p);
+      ADD_FAILURE() << p << " compiled";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << p << ": " << e.what();
+    }
+  }
+  // Catastrophic backtracking patterns are plain grammars here.
+  const Grammar g = compile_regex("(a+)+b");
+  GrammarMatcher m(std::make_shared<const Grammar>(g));
+  EXPECT_TRUE(m.accept_bytes(std::string(5000, 'a')));
+  EXPECT_FALSE(m.accept_bytes("c"));
+  EXPECT_TRUE(m.accept_bytes("b"));
+  EXPECT_TRUE(m.can_end());
+}
+
+}  // namespace
+}  // namespace hayate::test
