@@ -59,6 +59,7 @@ void run_throughput_mode(const BenchArgs& a) {
     tok = std::make_unique<Tokenizer>(
         Tokenizer::load(a.model.tokenizer.empty() ? model.tokenizer_dir : a.model.tokenizer));
   }
+  HAYATE_CHECK(a.model.max_context >= 0, "--max-context must be >= 0, got ", a.model.max_context);
   BatchBackendOptions bo;
   bo.max_model_len = a.model.max_context > 0 ? a.model.max_context
                                              : t.input_len + t.output_len;
