@@ -151,7 +151,7 @@ TEST(GrammarValidity, TestSuiteSchemasValidateUnderAjv) {
         continue;
       }
       ++compiled;
-      for (int seed = 0; seed < 4; ++seed) {
+      for (int seed = 0; seed < 2; ++seed) {  // ~70 s CPU under ASan with 4
         Walk w = random_walk(t, static_cast<uint64_t>(seed), 256);
         if (w.finished) gens.push_back({schema, "7", w.text, label});
       }
