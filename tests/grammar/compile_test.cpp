@@ -110,7 +110,12 @@ TEST(GrammarJsonSchema, LimitsStopHugeAndDeepSchemas) {
   JsonOptions few;
   few.max_schema_nodes = 50;
   std::string wide = R"({"type": "object", "properties": {)";
-  for (int i = 0; i < 100; ++i) wide += (i ? "," : "") + std::string("\"p") + std::to_string(i) + R"(": {"type": "integer"})";
+  for (int i = 0; i < 100; ++i) {
+    if (i) wide += ",";
+    wide += "\"p";
+    wide += std::to_string(i);
+    wide += R"(": {"type": "integer"})";
+  }
   wide += "}}";
   expect_error([&] { compile_json_schema(std::string_view(wide), few); }, "schema nodes");
   // A recursive $ref compiles into a recursive rule, quickly.
