@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "tokenizer/utf8.h"
 
 namespace hayate::grammar {
 
@@ -23,23 +24,7 @@ std::vector<Range> normalize(std::vector<Range> ranges) {
   return out;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+void append_utf8(std::string& out, uint32_t cp) { utf8::append(out, char32_t(cp)); }
 
 Expr lit(std::string bytes) {
   Expr e;
