@@ -52,6 +52,14 @@ class CpuPagedBackend final : public BatchBackend {
     validate_batch(batch, max_model_len_, block_size_, num_blocks_, max_logit_rows_,
                    int(prev_sampled_.size()));
     std::vector<int32_t> sampled(batch.seqs.size(), -1);
+    if (!batch.copies.empty()) {  // copy on write, before the forward reads or writes them
+      std::vector<int32_t> pairs;
+      for (const BlockCopy& c : batch.copies) pairs.insert(pairs.end(), {c.src, c.dst});
+      const int64_t elems = int64_t(block_size_) * c_.kv_dim();
+      const int n = int(batch.copies.size());
+      cpu::copy_blocks(k_pool_.data(), c_.num_layers, num_blocks_, elems, pairs.data(), n);
+      cpu::copy_blocks(v_pool_.data(), c_.num_layers, num_blocks_, elems, pairs.data(), n);
+    }
     run(batch, sampled);
     prev_sampled_ = sampled;
     unfinished_.push_back(std::move(sampled));

@@ -1,5 +1,6 @@
 #include "cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -130,6 +131,16 @@ void silu_mul(const float* gu, float* out, int n, int inter) {
 
 void add(float* x, const float* y, int64_t count) {
   for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void copy_blocks(float* pool, int layers, int blocks, int64_t block_elems, const int32_t* pairs,
+                 int n) {
+  for (int c = 0; c < n; ++c)
+    for (int l = 0; l < layers; ++l) {
+      float* layer = pool + size_t(l) * size_t(blocks) * size_t(block_elems);
+      std::copy_n(layer + size_t(pairs[2 * c]) * size_t(block_elems), size_t(block_elems),
+                  layer + size_t(pairs[2 * c + 1]) * size_t(block_elems));
+    }
 }
 
 }  // namespace hayate::cpu

@@ -45,4 +45,11 @@ void silu_mul(const float* gu, float* out, int n, int inter);
 // x[i] += y[i] for i < count (the residual connection).
 void add(float* x, const float* y, int64_t count);
 
+// Copy on write in a paged KV pool: for each pair c in order and each layer
+// l, pool[l, pairs[c][1], :] = pool[l, pairs[c][0], :]. pool: [layers,
+// blocks, block_elems]; pairs: [n, 2] (src, dst), host memory, blocks inside
+// [0, blocks) and src != dst (the caller validates).
+void copy_blocks(float* pool, int layers, int blocks, int64_t block_elems, const int32_t* pairs,
+                 int n);
+
 }  // namespace hayate::cpu

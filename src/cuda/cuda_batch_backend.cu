@@ -195,6 +195,14 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   void launch(const Batch& batch) override {
     validate(batch);
     HAYATE_CHECK(unfinished_.size() < 2, "batch step: more than two steps launched");
+    if (!batch.copies.empty()) {  // copy on write, before this step reads or writes the blocks
+      std::vector<int32_t> pairs;
+      for (const BlockCopy& c : batch.copies) pairs.insert(pairs.end(), {c.src, c.dst});
+      const int64_t elems = int64_t(block_size_) * c_.kv_dim();
+      const int n = int(batch.copies.size());
+      copy_blocks(k_pool_.as<T>(), c_.num_layers, num_blocks_ + 1, elems, pairs.data(), n, s_);
+      copy_blocks(v_pool_.as<T>(), c_.num_layers, num_blocks_ + 1, elems, pairs.data(), n, s_);
+    }
     const int S = int(batch.seqs.size()), T_ = batch.num_tokens;
     const bool use_graph = batch.all_decode();
     const size_t bucket = use_graph ? graphs_.bucket_of(S) : 0;

@@ -37,6 +37,11 @@ void validate_batch(const Batch& batch, int max_model_len, int block_size, int n
     total += n;
     rows += s.all_logits ? n : s.sample ? 1 : 0;
   }
+  for (const BlockCopy& c : batch.copies)
+    HAYATE_CHECK(c.src >= 0 && c.src < num_blocks && c.dst >= 0 && c.dst < num_blocks &&
+                     c.src != c.dst,
+                 "batch step: block copy ", c.src, " -> ", c.dst, " outside the pool of ",
+                 num_blocks, " or onto itself");
   HAYATE_CHECK(total == batch.num_tokens, "batch step: num_tokens ", batch.num_tokens,
                " but the sequences hold ", total);
   HAYATE_CHECK(rows <= max_logit_rows, "batch step: ", rows, " logits rows exceed the ",

@@ -19,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "core/switches.h"
+#include "engine/block_manager.h"
 #include "engine/sampling.h"
 #include "model/config.h"
 
@@ -76,6 +77,9 @@ struct BatchSeq {
 struct Batch {
   std::vector<BatchSeq> seqs;
   int num_tokens = 0;  // sum of seqs[i].tokens.size()
+  // Block copies (copy on write) done in order before the step's forward, in
+  // every layer, K and V: a sequence of this step may read and write dst.
+  std::vector<BlockCopy> copies;
 
   bool all_decode() const {  // every sequence runs exactly one token (graph-friendly)
     return num_tokens == int(seqs.size());
@@ -137,7 +141,8 @@ class BatchBackend {
 // The checks every backend makes of a step's input (throws Error): sequences
 // present, one output slot each, tokens in each, positions inside
 // [0, max_model_len), enough blocks in the table for them, block ids inside
-// [0, num_blocks), sampling params where sampling, num_tokens the sum.
+// [0, num_blocks), sampling params where sampling, num_tokens the sum,
+// copies between two different blocks of the pool.
 // Also: at most max_logit_rows logits rows, and prev_slot only on a
 // one-token sequence, inside [0, prev_seqs) (the previous launched step's).
 void validate_batch(const Batch& batch, int max_model_len, int block_size, int num_blocks,

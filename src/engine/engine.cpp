@@ -115,7 +115,7 @@ struct Engine::Impl {
       : backend(b),
         tokenizer(t),
         options(o),
-        blocks(b.num_blocks(), b.block_size()),
+        blocks(b.num_blocks(), b.block_size(), o.enable_prefix_caching),
         scheduler(blocks, {o.max_num_seqs, o.max_num_batched_tokens, b.max_logit_rows()}) {
     HAYATE_CHECK(b.max_model_len() >= 1, "backend max_model_len ", b.max_model_len(),
                  " must be >= 1");
@@ -130,6 +130,9 @@ struct Engine::Impl {
     stats.kv_blocks_used = blocks.num_used();
     stats.kv_usage = double(stats.kv_blocks_used) / double(stats.kv_blocks_total);
     stats.preemptions_total = scheduler.num_preemptions();
+    stats.prefix_cache_queries_total = scheduler.prefix_cache_queries();
+    stats.prefix_cache_hits_total = scheduler.prefix_cache_hits();
+    stats.kv_blocks_cached = blocks.num_cached();
   }
 
   // Queues an event for `a` carrying the ids generated since the last event.
@@ -143,6 +146,7 @@ struct Engine::Impl {
     e.finish = a.seq.finish;
     e.error = std::move(error);
     e.prompt_tokens = a.seq.num_prompt_tokens;
+    e.cached_tokens = a.seq.num_cached_tokens;
     e.completion_tokens = a.seq.num_generated() - a.seq.num_pending;
     if (a.logprob && !e.token_ids.empty()) {
       e.logprobs.push_back(std::move(*a.logprob));
@@ -151,13 +155,14 @@ struct Engine::Impl {
     pending_events.emplace_back(a.on_event ? &a.on_event : nullptr, std::move(e));
   }
 
-  // Ends a request: frees its blocks, queues its final event, retires it.
+  // Ends a request: frees its blocks, queues its final event, retires it. A
+  // request that failed (an error) keeps none of its blocks in the prefix cache.
   void finalize(RequestId id, FinishReason reason, std::vector<int32_t> ids, std::string text,
                 std::string error = {}) {
     auto it = active.find(id);
     if (it == active.end()) return;
     Active& a = *it->second;
-    scheduler.remove(&a.seq);
+    scheduler.remove(&a.seq, /*failed=*/!error.empty());
     a.seq.finish = reason;
     {
       std::lock_guard<std::mutex> g(stats_mu);
@@ -278,6 +283,7 @@ struct Engine::Impl {
       l.sync = l.sync || s.all_logits || (s.sample && q.sampling.needs_host());
     }
     batch.num_tokens = out.num_tokens;
+    batch.copies = out.copies;
     l.num_tokens = out.num_tokens;
     try {
       backend.launch(batch);
@@ -398,7 +404,8 @@ struct Engine::Impl {
     inbox_cv.notify_one();
   }
 
-  RequestId submit(EngineRequest r) {
+  // Validates `r` (throws Error) and makes its engine state.
+  std::unique_ptr<Active> make_active(EngineRequest r) {
     const ModelConfig& c = backend.config();
     const int n = int(r.prompt.size());
     HAYATE_CHECK(n > 0, "request: the prompt is empty");
@@ -437,17 +444,52 @@ struct Engine::Impl {
       a->decoder.emplace(*tokenizer, r.skip_special_tokens);
       a->stop.emplace(std::move(r.stop));  // throws on an empty stop string
     }
-    RequestId id;
+    return a;
+  }
+
+  std::vector<RequestId> submit(std::vector<EngineRequest> rs) {
+    std::vector<std::unique_ptr<Active>> made;
+    made.reserve(rs.size());
+    for (EngineRequest& r : rs) made.push_back(make_active(std::move(r)));
+    // Choices of one prompt: each later one forks from the first (its parent).
+    const int bs = blocks.block_size();
+    std::vector<int64_t> group_need(made.size(), -1);  // at each parent: the group's blocks
+    for (size_t i = 0; i < made.size(); ++i) {
+      Sequence& s = made[i]->seq;
+      const int64_t own = (std::max(s.num_prompt_tokens - 1 + s.stop.max_tokens,
+                                    s.num_prompt_tokens) + bs - 1) / bs -
+                          (s.num_prompt_tokens - 1) / bs;
+      size_t p = i;
+      for (size_t j = 0; j < i && p == i; ++j)
+        if (made[j]->seq.fork_parent == nullptr && made[j]->seq.tokens == s.tokens) p = j;
+      if (p == i || s.prompt_logits) {
+        group_need[i] = (s.num_prompt_tokens - 1) / bs + own;
+        continue;
+      }
+      s.fork_parent = &made[p]->seq;
+      made[p]->seq.fork_children.push_back(&s);
+      group_need[p] += own;
+    }
+    for (size_t i = 0; i < made.size(); ++i)
+      HAYATE_CHECK(made[i]->seq.fork_children.empty() || group_need[i] <= blocks.num_blocks(),
+                   "request: ", made[i]->seq.fork_children.size() + 1, " choices of a prompt of ",
+                   made[i]->seq.num_prompt_tokens, " tokens + ", made[i]->seq.stop.max_tokens,
+                   " new tokens need ", group_need[i], " KV blocks of ", bs,
+                   " tokens at once, more than the whole pool of ", blocks.num_blocks());
+    std::vector<RequestId> ids;
     {
       std::lock_guard<std::mutex> g(inbox_mu);
-      id = next_id++;
-      s.id = id;
-      s.arrival = next_arrival++;
-      inbox.push_back(std::move(a));
-      num_unfinished.fetch_add(1);
+      for (auto& a : made) {
+        const RequestId id = next_id++;
+        a->seq.id = id;
+        a->seq.arrival = next_arrival++;
+        ids.push_back(id);
+        inbox.push_back(std::move(a));
+        num_unfinished.fetch_add(1);
+      }
     }
     inbox_cv.notify_one();
-    return id;
+    return ids;
   }
 
   void run_loop() {
@@ -498,7 +540,13 @@ Engine::~Engine() {
 }
 
 RequestId Engine::submit(EngineRequest request) {
-  return impl_->submit(std::move(request));
+  std::vector<EngineRequest> one;
+  one.push_back(std::move(request));
+  return impl_->submit(std::move(one)).front();
+}
+
+std::vector<RequestId> Engine::submit(std::vector<EngineRequest> requests) {
+  return impl_->submit(std::move(requests));
 }
 
 void Engine::abort(RequestId id) {

@@ -36,6 +36,9 @@ using RequestId = uint64_t;
 struct EngineOptions {
   int max_num_seqs = 256;             // most sequences in one step
   int max_num_batched_tokens = 8192;  // most tokens (decode + prefill chunks) in one step
+  // Reuse the KV blocks of prompt prefixes earlier requests computed
+  // (vLLM's --enable-prefix-caching, on by default as there).
+  bool enable_prefix_caching = true;
 };
 
 // One streamed update for a request. Token events carry one or more new ids
@@ -50,6 +53,7 @@ struct EngineEvent {
   FinishReason finish = FinishReason::kLength;  // valid when finished
   std::string error;                            // set when the request failed (finish == kAbort)
   int prompt_tokens = 0;                        // usage: prompt length
+  int cached_tokens = 0;  // usage: prompt tokens found computed (prefix cache, or a shared choice)
   int completion_tokens = 0;                    // usage: ids generated so far
   // One entry per token_ids entry (same order) when the request asked for
   // logprobs (SamplingParams::logprobs >= 0); empty otherwise.
@@ -87,6 +91,9 @@ struct EngineStats {
   uint64_t generation_tokens_total = 0;  // ids generated, all requests
   uint64_t computed_tokens_total = 0;    // tokens run through the backend (recompute included)
   uint64_t preemptions_total = 0;
+  uint64_t prefix_cache_queries_total = 0;  // tokens looked up in the prefix cache at admission
+  uint64_t prefix_cache_hits_total = 0;     // of which found computed
+  int kv_blocks_cached = 0;                 // blocks registered in the prefix cache
   uint64_t requests_finished_total = 0;  // every final event (abort and error included)
   uint64_t requests_aborted_total = 0;
   uint64_t requests_failed_total = 0;
@@ -107,6 +114,15 @@ class Engine {
   // beyond max_model_len, a request needing more KV blocks than the whole
   // pool, or stop strings without a tokenizer.
   RequestId submit(EngineRequest request);
+
+  // Queues requests together, all or none (every one is validated first):
+  // ids in order, arrivals consecutive. A request whose prompt equals an
+  // earlier one's in the list (the n choices of one request) shares that
+  // one's prompt blocks once it has computed them and runs only its last
+  // prompt token (not with prompt_logits). Also throws Error when such a
+  // group could never hold its KV at once: the shared prompt blocks plus
+  // each member's own exceed the pool.
+  std::vector<RequestId> submit(std::vector<EngineRequest> requests);
 
   // Aborts a request in any state (queued, prefilling, decoding, preempted):
   // its blocks return to the pool at the next step, and it gets a final event

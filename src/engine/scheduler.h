@@ -11,6 +11,16 @@
 // still on the device (a launched step's, not yet read) decodes it from there
 // (ScheduledSeq::from_device) or waits.
 //
+// Sharing: a waiting sequence's first admission takes what is already
+// computed: its fork parent's blocks (the n choices of a request), else the
+// longest run of its full blocks in the prefix cache (not for prompt_logits
+// sequences, whose every prompt position must run; and never the block of
+// its last token, which always runs to give the logits to sample from).
+// Full blocks are registered in the cache once computed and known (no
+// stand-in ids), at each schedule() and when a sequence is preempted or
+// removed. A chunk that starts inside a block another table shares first
+// copies it (SchedulerOutput::copies, run by the backend before the step).
+//
 // Invariant: every running sequence arrived before every waiting one, so
 // `running_` is in arrival order and its back is the preemption victim.
 #pragma once
@@ -46,6 +56,7 @@ struct SchedulerOutput {
   std::vector<ScheduledSeq> seqs;
   int num_tokens = 0;
   std::vector<Sequence*> preempted;  // preempted during this schedule() call
+  std::vector<BlockCopy> copies;     // copy on write, before the step's forward
   bool empty() const { return seqs.empty(); }
 };
 
@@ -67,8 +78,10 @@ class Scheduler {
   void commit(const SchedulerOutput& out);
 
   // Takes a sequence out of whichever queue holds it and frees its blocks
-  // (finished, aborted or failed). Sets its status to kFinished.
-  void remove(Sequence* seq);
+  // (finished, aborted or failed). Sets its status to kFinished. Its
+  // computed full blocks stay in the prefix cache unless `failed` (a step
+  // that may have left garbage in them): then those it alone holds leave it.
+  void remove(Sequence* seq, bool failed = false);
 
   int num_running() const { return int(running_.size()); }
   int num_waiting() const { return int(waiting_.size()); }
@@ -76,6 +89,11 @@ class Scheduler {
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   uint64_t num_preemptions() const { return num_preemptions_; }
+  // Prefix cache lookups at admission, in tokens (vLLM's prefix_cache_queries
+  // and prefix_cache_hits): every token of each sequence looked up, and those
+  // found computed (cache or fork parent).
+  uint64_t prefix_cache_queries() const { return prefix_queries_; }
+  uint64_t prefix_cache_hits() const { return prefix_hits_; }
   const SchedulerOptions& options() const { return options_; }
 
  private:
@@ -86,12 +104,23 @@ class Scheduler {
   // device only as a decode of that id, and not when it is its last id.
   static bool ready(const Sequence& seq);
   ScheduledSeq scheduled(Sequence* seq, int n) const;
+  // Registers seq's computed full blocks of known tokens in the prefix cache.
+  void cache_blocks(Sequence* seq);
+  // A waiting sequence's shared start (fork parent or prefix cache): fills
+  // its table and num_computed_tokens. False: its parent is not far enough yet.
+  bool take_shared(Sequence* seq, int* hit_tokens, bool* looked_up);
+  // Blocks for the chunk [num_computed_tokens, +n): copy on write of the
+  // block it starts in, then growth. False when the pool is short.
+  bool reserve(Sequence* seq, int n, std::vector<BlockCopy>& copies);
+  // Cuts seq's link to its fork parent and (children) its children's to it.
+  void unlink_forks(Sequence* seq, bool children = true);
 
   BlockManager& blocks_;
   SchedulerOptions options_;
   std::vector<Sequence*> running_;  // arrival order
   std::deque<Sequence*> waiting_;   // arrival order; preempted ones at the front
   uint64_t num_preemptions_ = 0;
+  uint64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };
 
 }  // namespace hayate

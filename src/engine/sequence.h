@@ -50,6 +50,21 @@ struct Sequence {
   int num_pending = 0;
   int slot = -1;  // its index in the last launched batch
 
+  // Prefix cache: the chained hashes of its full blocks of known tokens
+  // (block_hash; kept across preemption: the tokens do not change), how many
+  // blocks of block_table are registered (cache() resumes there), and the
+  // prompt tokens its first admission found computed (usage.cached_tokens).
+  std::vector<uint64_t> block_hashes;
+  int num_cached_blocks = 0;
+  int num_cached_tokens = 0;
+  // One of the n choices of a request: it waits for the first choice (the
+  // parent) to compute all but the last prompt token, then shares those
+  // blocks (fork) and runs the last token itself, copying the shared partial
+  // block on write. The link is cut when either ends or the parent is
+  // preempted (then the prefix cache is what it shares).
+  Sequence* fork_parent = nullptr;
+  std::vector<Sequence*> fork_children;
+
   int num_tokens() const { return int(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }
   std::span<const int32_t> prompt() const { return {tokens.data(), size_t(num_prompt_tokens)}; }
