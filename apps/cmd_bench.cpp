@@ -61,8 +61,9 @@ void run_throughput_mode(const BenchArgs& a) {
   }
   HAYATE_CHECK(a.model.max_context >= 0, "--max-context must be >= 0, got ", a.model.max_context);
   BatchBackendOptions bo;
-  bo.max_model_len = a.model.max_context > 0 ? a.model.max_context
-                                             : t.input_len + t.output_len;
+  // The longest request: the shared prefix and, in a chat, every turn's ids and answer.
+  const int longest = t.prefix_len + t.turns * (t.input_len + t.output_len);
+  bo.max_model_len = a.model.max_context > 0 ? a.model.max_context : longest;
   bo.max_num_seqs = t.max_num_seqs;
   bo.max_num_batched_tokens = t.max_num_batched_tokens;
   bo.gpu_memory_fraction = a.gpu_memory_fraction;
@@ -94,6 +95,16 @@ void run_throughput_mode(const BenchArgs& a) {
 void run_serve_mode(const BenchArgs& a) {
   bench::ServeBenchOptions o = a.serve;
   HAYATE_CHECK(!o.endpoint.empty(), "--mode serve needs --endpoint http://HOST:PORT/v1");
+  bench::ThroughputOptions t = a.throughput;
+  if (!a.preset.empty()) {  // the preset's requests, sent to the endpoint
+    bench::apply_throughput_preset(a.preset, t, true);
+    o.num_prompts = t.num_prompts;
+    o.input_len = t.input_len;
+    o.output_len = t.output_len;
+    o.prefix_len = t.prefix_len;
+    if (o.max_concurrency == 0) o.max_concurrency = t.concurrency;
+  }
+  HAYATE_CHECK(t.turns == 1, "--turns (and chat presets) work in --mode throughput only");
   if (a.request_rate == "inf") {
     o.request_rate = std::numeric_limits<double>::infinity();
   } else {
@@ -243,12 +254,21 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   auto& t = a->throughput;
   cmd->add_option("--preset", a->preset,
-                  "throughput workload preset: llmib-{128,1024}-b{1,16,32,64}, max-load-128");
+                  "throughput workload preset: llmib-{128,1024}-b{1,16,32,64}, max-load-128, "
+                  "shared-prefix-2000, chat-5-turn");
   cmd->add_option("--num-prompts", t.num_prompts, "throughput/serve: requests");
   cmd->add_option("--input-len", t.input_len, "throughput/serve: prompt tokens");
   cmd->add_option("--output-len", t.output_len, "throughput/serve: new tokens per request");
   cmd->add_option("--concurrency", t.concurrency, "throughput: most requests in flight (0: all)");
   cmd->add_option("--dataset", t.dataset, "throughput: prompt file instead of random ids");
+  cmd->add_option("--prefix-len", t.prefix_len,
+                  "throughput/serve: random ids (serve: or words) shared by every prompt (a "
+                  "system prompt) before its --input-len own");
+  cmd->add_option("--turns", t.turns,
+                  "throughput: chats of this many turns, each resending the conversation and "
+                  "--input-len new ids (--num-prompts chats)");
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", t.enable_prefix_caching,
+                "throughput: reuse the KV blocks of computed prompt prefixes (default on)");
   auto* seqs = cmd->add_option("--max-num-seqs", t.max_num_seqs,
                                "throughput: sequences per engine step (max-load-128: 1024)")
                    ->capture_default_str();
@@ -270,6 +290,7 @@ void add_bench_command(CLI::App& app) {
     a->serve.num_prompts = a->throughput.num_prompts;
     a->serve.input_len = a->throughput.input_len;
     a->serve.output_len = a->throughput.output_len;
+    a->serve.prefix_len = a->throughput.prefix_len;
     a->throughput.warmup = a->warmup;  // --warmup serves the offline throughput mode too
     run_bench_command(*a);
   });

@@ -37,6 +37,7 @@ struct ServeArgs {
   double request_timeout_s = 60.0;
   int max_n = 16;
   double gpu_memory_fraction = 0.9;
+  bool enable_prefix_caching = true;
 };
 
 int run_serve(const ServeArgs& a) {
@@ -93,6 +94,7 @@ int run_serve(const ServeArgs& a) {
   EngineOptions eo;
   eo.max_num_seqs = a.max_num_seqs;
   eo.max_num_batched_tokens = a.max_num_batched_tokens;
+  eo.enable_prefix_caching = a.enable_prefix_caching;
   Engine engine(*backend, &tokenizer, eo);
   engine.start();
 
@@ -155,6 +157,8 @@ void add_serve_command(CLI::App& app) {
                   "GPU: share of device memory for weights, workspace and the KV pool")
       ->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "tokens per KV block")->capture_default_str();
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", args->enable_prefix_caching,
+                "reuse the KV blocks of prompt prefixes earlier requests computed (default on)");
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "larger request bodies get 413")
       ->capture_default_str();
   cmd->add_option("--max-connections", args->max_connections,

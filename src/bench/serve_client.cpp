@@ -55,17 +55,19 @@ constexpr const char* kWords[] = {
     "group", "power", "line", "church", "party", "island", "village", "army", "club", "station",
     "county", "album", "season", "series", "league", "village", "north", "south", "east", "west"};
 
-json make_prompt(const ServeBenchOptions& o, std::mt19937_64& rng) {
+// `len` random ids (a list) or words (a string) after `prefix` (of the same kind).
+json make_prompt(const ServeBenchOptions& o, int len, std::mt19937_64& rng,
+                 const json& prefix = nullptr) {
   if (o.prompt_kind == "ids") {
     std::uniform_int_distribution<int> id(o.id_low, o.id_high - 1);
-    json ids = json::array();
-    for (int i = 0; i < o.input_len; ++i) ids.push_back(id(rng));
+    json ids = prefix.is_array() ? prefix : json::array();
+    for (int i = 0; i < len; ++i) ids.push_back(id(rng));
     return ids;
   }
   std::uniform_int_distribution<size_t> w(0, std::size(kWords) - 1);
-  std::string text;
-  for (int i = 0; i < o.input_len; ++i) {
-    if (i) text += ' ';
+  std::string text = prefix.is_string() ? prefix.get<std::string>() : "";
+  for (int i = 0; i < len; ++i) {
+    if (!text.empty()) text += ' ';
     text += kWords[w(rng)];
   }
   return text;
@@ -140,6 +142,11 @@ ServeRequestRecord run_one(const std::string& origin, const std::string& path,
         r.output_tokens = u["completion_tokens"].get<int>();
       if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer())
         r.prompt_tokens = u["prompt_tokens"].get<int>();
+      if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object()) {
+        const json& d = u["prompt_tokens_details"];
+        if (d.contains("cached_tokens") && d["cached_tokens"].is_number_integer())
+          r.cached_tokens = d["cached_tokens"].get<int>();
+      }
     }
   };
 
@@ -231,6 +238,7 @@ ServeBenchSummary summarize_serve(const std::vector<ServeRequestRecord>& request
     ++s.completed;
     s.input_tokens += r.prompt_tokens;
     s.output_tokens += r.output_tokens;
+    s.cached_tokens += r.cached_tokens;
     if (r.ttft_s) ttft.push_back(*r.ttft_s);
     if (r.tpot_s) tpot.push_back(*r.tpot_s);
     itl.insert(itl.end(), r.itl_s.begin(), r.itl_s.end());
@@ -241,6 +249,7 @@ ServeBenchSummary summarize_serve(const std::vector<ServeRequestRecord>& request
     s.output_throughput = double(s.output_tokens) / duration_s;
     s.total_token_throughput = double(s.input_tokens + s.output_tokens) / duration_s;
   }
+  if (s.input_tokens > 0) s.prefix_cache_hit_rate = double(s.cached_tokens) / double(s.input_tokens);
   if (!ttft.empty()) s.ttft_ms = stats_ms(ttft);
   if (!tpot.empty()) s.tpot_ms = stats_ms(tpot);
   if (!itl.empty()) s.itl_ms = stats_ms(itl);
@@ -251,6 +260,7 @@ ServeBenchSummary summarize_serve(const std::vector<ServeRequestRecord>& request
 ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progress) {
   HAYATE_CHECK(o.num_prompts >= 1, "--num-prompts must be >= 1");
   HAYATE_CHECK(o.input_len >= 1, "--input-len must be >= 1");
+  HAYATE_CHECK(o.prefix_len >= 0, "--prefix-len must be >= 0");
   HAYATE_CHECK(o.output_len >= 1, "--output-len must be >= 1");
   HAYATE_CHECK(o.request_rate > 0.0, "--request-rate must be > 0 (or inf)");
   HAYATE_CHECK(o.max_concurrency >= 0, "--max-concurrency must be >= 0");
@@ -269,13 +279,18 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
   // Prompts and arrival gaps come from one seeded stream, drawn up front, so a
   // rerun sends the same requests at the same offsets.
   std::mt19937_64 rng(o.seed);
+  // The shared prefix from a stream of its own: the requests' own parts are
+  // those of the same seed without one.
+  std::mt19937_64 prefix_rng(o.seed ^ 0x5052454649580000ull);
+  const json shared =
+      o.prefix_len > 0 ? make_prompt(o, o.prefix_len, prefix_rng) : json(nullptr);
   std::vector<std::string> bodies;
   std::vector<double> arrival_s;
   double t = 0.0;
   std::exponential_distribution<double> gap(std::isinf(o.request_rate) ? 1.0 : o.request_rate);
   for (int i = 0; i < o.num_prompts; ++i) {
     json body = {{"model", result.server_model},
-                 {"prompt", make_prompt(o, rng)},
+                 {"prompt", make_prompt(o, o.input_len, rng, shared)},
                  {"max_tokens", o.output_len},
                  {"temperature", 0.0},
                  {"ignore_eos", true},
@@ -339,6 +354,9 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
       }
     result.notes.push_back(cat(result.summary.failed, " requests failed; first: ", first));
   }
+  if (o.prefix_len > 0)
+    result.notes.push_back(cat("prompts: a shared prefix of ", o.prefix_len, " ", o.prompt_kind,
+                               ", then each its own"));
   if (o.prompt_kind == "ids")
     result.notes.push_back(cat("prompts: ", o.input_len, " random token ids in [", o.id_low, ", ",
                                o.id_high, ") each"));
@@ -368,6 +386,7 @@ json to_json(const ServeBenchResult& r) {
     requests.push_back({{"index", q.index},
                         {"prompt_tokens", q.prompt_tokens},
                         {"output_tokens", q.output_tokens},
+                        {"cached_tokens", q.cached_tokens},
                         {"arrival_s", q.arrival_s},
                         {"send_s", q.send_s},
                         {"latency_s", q.ok() ? json(q.latency_s) : json(nullptr)},
@@ -391,6 +410,7 @@ json to_json(const ServeBenchResult& r) {
       {"workload",
        {{"num_prompts", o.num_prompts},
         {"input_len", o.input_len},
+        {"prefix_len", o.prefix_len},
         {"output_len", o.output_len},
         {"request_rate", std::isinf(o.request_rate) ? json("inf") : json(o.request_rate)},
         {"burstiness", 1.0},
@@ -414,6 +434,8 @@ json to_json(const ServeBenchResult& r) {
         {"output_throughput", s.output_throughput},
         {"total_token_throughput", s.total_token_throughput},
         {"max_concurrent", s.max_concurrent},
+        {"cached_tokens", s.cached_tokens},
+        {"prefix_cache_hit_rate", s.prefix_cache_hit_rate},
         {"ttft_ms", stats_json(s.ttft_ms)},
         {"tpot_ms", stats_json(s.tpot_ms)},
         {"itl_ms", stats_json(s.itl_ms)},
@@ -455,6 +477,7 @@ std::string format_serve(const ServeBenchResult& r) {
   row("Request throughput (req/s):", s.request_throughput);
   row("Output token throughput (tok/s):", s.output_throughput);
   row("Total Token throughput (tok/s):", s.total_token_throughput);
+  row("Prefix cache hit rate (%):", 100.0 * s.prefix_cache_hit_rate);
   auto block = [&](const char* title, const char* key, const std::optional<LatencyStats>& st) {
     if (!st) return;
     head(title);

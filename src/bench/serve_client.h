@@ -7,7 +7,9 @@
 //   TPOT  = (E2E - TTFT) / (output_tokens - 1), one value per request with > 1 token
 //   E2E   = last chunk carrying choices - request sent
 //   request throughput = completed / duration, output throughput = output tokens / duration
-// output_tokens is the server's usage.completion_tokens (stream_options.include_usage).
+// output_tokens is the server's usage.completion_tokens (stream_options.include_usage);
+// the prefix cache hit rate is usage.prompt_tokens_details.cached_tokens over
+// prompt tokens (servers that report no cached tokens count as 0).
 // Arrivals: Poisson at request_rate (exponential gaps, seeded), or all at once
 // for inf; at most max_concurrency requests in flight (0 = no bound).
 #pragma once
@@ -33,6 +35,7 @@ struct ServeBenchOptions {
   std::string label;                 // what the endpoint runs (hayate, vllm, llama-server): the JSON's engine
   int num_prompts = 100;
   int input_len = 128;               // prompt tokens (ids) or words (words)
+  int prefix_len = 0;                // ids (or words) shared by every prompt, before its own
   int output_len = 128;              // max_tokens, with ignore_eos so every request makes them all
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s
   int max_concurrency = 0;           // 0: no bound
@@ -46,6 +49,7 @@ struct ServeRequestRecord {
   int index = 0;
   int prompt_tokens = 0;    // usage.prompt_tokens (0 when the server sent no usage)
   int output_tokens = 0;    // usage.completion_tokens, else the number of chunks
+  int cached_tokens = 0;    // usage.prompt_tokens_details.cached_tokens (0 when not sent)
   double arrival_s = 0.0;   // scheduled arrival (Poisson process), from the benchmark start
   double send_s = 0.0;      // when it was sent (later when it waited for a concurrency slot)
   double latency_s = 0.0;   // E2E
@@ -70,6 +74,8 @@ struct ServeBenchSummary {
   double output_throughput = 0.0;       // output tokens / duration
   double total_token_throughput = 0.0;  // (input + output) / duration
   int max_concurrent = 0;               // most requests in flight at once (observed)
+  int64_t cached_tokens = 0;            // prompt tokens the server found computed
+  double prefix_cache_hit_rate = 0.0;   // cached_tokens / input_tokens
   std::optional<LatencyStats> ttft_ms, tpot_ms, itl_ms, e2el_ms;
 };
 

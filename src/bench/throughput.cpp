@@ -33,6 +33,8 @@ const std::vector<ThroughputPreset>& throughput_presets() {
       for (int batch : {1, 16, 32, 64})
         p.push_back({cat("llmib-", len, "-b", batch), 4 * batch, len, len, batch});
     p.push_back({"max-load-128", 1024, 128, 128, 0, 1024, 16384});
+    p.push_back({"shared-prefix-2000", 512, 100, 128, 0, 0, 0, 2000, 1});
+    p.push_back({"chat-5-turn", 64, 100, 128, 0, 0, 0, 0, 5});
     return p;
   }();
   return presets;
@@ -48,6 +50,8 @@ void apply_throughput_preset(const std::string& name, ThroughputOptions& opt,
       opt.input_len = p.input_len;
       opt.output_len = p.output_len;
       opt.concurrency = p.concurrency;
+      opt.prefix_len = p.prefix_len;
+      opt.turns = p.turns;
       if (!keep_engine_knobs && p.max_num_seqs > 0) opt.max_num_seqs = p.max_num_seqs;
       if (!keep_engine_knobs && p.max_num_batched_tokens > 0)
         opt.max_num_batched_tokens = p.max_num_batched_tokens;
@@ -60,6 +64,16 @@ void apply_throughput_preset(const std::string& name, ThroughputOptions& opt,
 
 namespace {
 
+// Random ids, a pure function of (seed, prompt, position) as core/rng.h.
+std::vector<int32_t> random_ids(uint64_t seed, uint64_t prompt, int len, uint64_t vocab) {
+  std::vector<int32_t> p(static_cast<size_t>(len));
+  for (int j = 0; j < len; ++j)
+    p[size_t(j)] = int32_t(mix64(seed ^ mix64(prompt ^ mix64(uint64_t(j)))) % vocab);
+  return p;
+}
+
+// The prompts of requests (chats: each chat's first turn; later turns add
+// turn_ids(chat, turn) to the conversation).
 std::vector<std::vector<int32_t>> make_prompts(const BatchBackend& backend,
                                                const Tokenizer* tokenizer,
                                                const ThroughputOptions& opt) {
@@ -71,12 +85,14 @@ std::vector<std::vector<int32_t>> make_prompts(const BatchBackend& backend,
     for (int i = 0; i < n; ++i) prompts.push_back(tokenizer->encode(w.prompt_for_run(i)));
     return prompts;
   }
-  // Random ids, a pure function of (seed, prompt, position) as core/rng.h.
   const uint64_t vocab = uint64_t(backend.config().vocab_size);
+  // The shared prefix has a stream of its own (prompt index ~0).
+  const std::vector<int32_t> prefix = random_ids(opt.seed, ~uint64_t(0), opt.prefix_len, vocab);
   for (int i = 0; i < opt.num_prompts; ++i) {
-    std::vector<int32_t> p(static_cast<size_t>(opt.input_len));
-    for (int j = 0; j < opt.input_len; ++j)
-      p[size_t(j)] = int32_t(mix64(opt.seed ^ mix64(uint64_t(i) ^ mix64(uint64_t(j)))) % vocab);
+    std::vector<int32_t> p = prefix;
+    const std::vector<int32_t> own =
+        random_ids(opt.seed, uint64_t(i) * uint64_t(opt.turns), opt.input_len, vocab);
+    p.insert(p.end(), own.begin(), own.end());
     prompts.push_back(std::move(p));
   }
   return prompts;
@@ -107,68 +123,106 @@ ThroughputResult run_throughput(BatchBackend& backend, const Tokenizer* tokenize
   HAYATE_CHECK(opt.output_len >= 1, "--output-len must be >= 1, got ", opt.output_len);
   HAYATE_CHECK(opt.concurrency >= 0, "--concurrency must be >= 0, got ", opt.concurrency);
   HAYATE_CHECK(opt.warmup >= 0, "--warmup must be >= 0, got ", opt.warmup);
+  HAYATE_CHECK(opt.prefix_len >= 0, "--prefix-len must be >= 0, got ", opt.prefix_len);
+  HAYATE_CHECK(opt.turns >= 1, "--turns must be >= 1, got ", opt.turns);
+  HAYATE_CHECK(opt.dataset.empty() || (opt.turns == 1 && opt.prefix_len == 0),
+               "--turns and --prefix-len work on random prompts only, not --dataset");
 
   ThroughputResult r;
   r.backend = backend.name();
   r.created_utc = utc_now_iso8601();
   r.options = opt;
   const std::vector<std::vector<int32_t>> prompts = make_prompts(backend, tokenizer, opt);
-  const int n = int(prompts.size());
+  const int n = int(prompts.size());  // requests, or chats of opt.turns requests
+  const int turns = opt.turns;
+  const int total = n * turns;
+  const uint64_t vocab = uint64_t(backend.config().vocab_size);
   // Ids only: detokenization is not part of this measurement, so the figure
   // is the engine's (the server's streaming adds the tokenizer's cost).
-  Engine engine(backend, nullptr, {opt.max_num_seqs, opt.max_num_batched_tokens});
+  EngineOptions eo;
+  eo.max_num_seqs = opt.max_num_seqs;
+  eo.max_num_batched_tokens = opt.max_num_batched_tokens;
+  eo.enable_prefix_caching = opt.enable_prefix_caching;
+  Engine engine(backend, nullptr, eo);
 
-  auto make_request = [&](int i) {
+  auto make_request = [&](std::vector<int32_t> prompt) {
     EngineRequest req;
-    req.prompt = prompts[size_t(i % n)];
+    req.prompt = std::move(prompt);
     req.max_tokens = opt.output_len;
     req.ignore_eos = true;
     return req;
   };
   if (opt.warmup > 0) {
-    for (int i = 0; i < opt.warmup; ++i) engine.submit(make_request(i));
+    // Prompts of their own (another seed, no shared prefix): the timed
+    // requests find nothing of theirs in the prefix cache.
+    const int len = int(prompts[0].size());
+    for (int i = 0; i < opt.warmup; ++i)
+      engine.submit(make_request(opt.dataset.empty()
+                                     ? random_ids(opt.seed ^ 0x5741524d55505eedull, uint64_t(i),
+                                                  len, vocab)
+                                     : prompts[size_t(i % n)]));
     engine.run_until_idle();
     if (progress) *progress << "throughput: " << opt.warmup << " warm-up requests done\n";
   }
   const EngineStats before = engine.stats();
 
-  r.requests.resize(size_t(n));
-  std::vector<Clock::time_point> submitted(static_cast<size_t>(n));
+  r.requests.resize(size_t(total));
+  std::vector<Clock::time_point> submitted(static_cast<size_t>(total));
+  std::vector<std::vector<int32_t>> sent(static_cast<size_t>(total)), answer(sent.size());
   int next = 0, done = 0;
-  // Submits request `next`; a rejected one is recorded and skipped.
-  std::function<void()> submit_next = [&] {
-    while (next < n) {
-      const int i = next++;
-      ThroughputRequest& out = r.requests[size_t(i)];
-      out.index = i;
-      out.prompt_tokens = int(prompts[size_t(i)].size());
-      EngineRequest req = make_request(i);
-      req.on_event = [&, i](const EngineEvent& e) {
-        ThroughputRequest& q = r.requests[size_t(i)];
-        const double t = seconds(Clock::now() - submitted[size_t(i)]);
-        if (!q.ttft_s && !e.token_ids.empty()) q.ttft_s = t;
-        if (!e.finished) return;
-        q.latency_s = t;
-        q.output_tokens = e.completion_tokens;
-        q.finish = std::string(finish_reason_name(e.finish));
-        q.error = e.error;
-        if (q.ttft_s && q.output_tokens > 1)
-          q.tpot_ms = (t - *q.ttft_s) * 1e3 / double(q.output_tokens - 1);
-        ++done;
-        if (progress && (done % std::max(1, n / 10) == 0 || done == n))
-          *progress << "throughput: " << done << "/" << n << " requests done\n";
-        submit_next();
-      };
-      submitted[size_t(i)] = Clock::now();
-      try {
-        engine.submit(std::move(req));
-        return;
-      } catch (const Error& e) {
-        out.error = e.what();
-        out.finish = "abort";
-        ++done;
-      }
+  // Submits request k (chat k / turns, turn k % turns); false when rejected
+  // (recorded; the chat's later turns are not sent).
+  std::function<void()> submit_next;
+  std::function<bool(int)> submit = [&](int k) {
+    const int chat = k / turns, turn = k % turns;
+    ThroughputRequest& out = r.requests[size_t(k)];
+    out.index = k;
+    out.turn = turn;
+    std::vector<int32_t> prompt = prompts[size_t(chat)];
+    if (turn > 0) {  // the conversation so far, then this turn's own ids
+      prompt = sent[size_t(k - 1)];
+      prompt.insert(prompt.end(), answer[size_t(k - 1)].begin(), answer[size_t(k - 1)].end());
+      const std::vector<int32_t> own = random_ids(opt.seed, uint64_t(k), opt.input_len, vocab);
+      prompt.insert(prompt.end(), own.begin(), own.end());
     }
+    out.prompt_tokens = int(prompt.size());
+    sent[size_t(k)] = prompt;
+    EngineRequest req = make_request(std::move(prompt));
+    req.on_event = [&, k](const EngineEvent& e) {
+      ThroughputRequest& q = r.requests[size_t(k)];
+      const double t = seconds(Clock::now() - submitted[size_t(k)]);
+      if (!q.ttft_s && !e.token_ids.empty()) q.ttft_s = t;
+      if (turns > 1)
+        answer[size_t(k)].insert(answer[size_t(k)].end(), e.token_ids.begin(), e.token_ids.end());
+      if (!e.finished) return;
+      q.latency_s = t;
+      q.output_tokens = e.completion_tokens;
+      q.finish = std::string(finish_reason_name(e.finish));
+      q.error = e.error;
+      if (q.ttft_s && q.output_tokens > 1)
+        q.tpot_ms = (t - *q.ttft_s) * 1e3 / double(q.output_tokens - 1);
+      ++done;
+      if (progress && (done % std::max(1, total / 10) == 0 || done == total))
+        *progress << "throughput: " << done << "/" << total << " requests done\n";
+      // The chat's next turn, else the next request or chat.
+      if (k % turns + 1 < turns && q.error.empty() && submit(k + 1)) return;
+      submit_next();
+    };
+    submitted[size_t(k)] = Clock::now();
+    try {
+      engine.submit(std::move(req));
+      return true;
+    } catch (const Error& e) {
+      out.error = e.what();
+      out.finish = "abort";
+      ++done;
+      return false;
+    }
+  };
+  // Starts the next request (or chat); a rejected one is recorded and skipped.
+  submit_next = [&] {
+    while (next < n)
+      if (submit(turns * next++)) return;
   };
 
   const Clock::time_point t0 = Clock::now();
@@ -179,11 +233,17 @@ ThroughputResult run_throughput(BatchBackend& backend, const Tokenizer* tokenize
   s.total_s = seconds(Clock::now() - t0);
 
   std::vector<double> lat, ttft, tpot;
+  std::vector<std::vector<double>> ttft_turn(static_cast<size_t>(turns));
   for (const ThroughputRequest& q : r.requests) {
+    if (q.finish.empty()) {  // a chat's turn never sent: an earlier one failed
+      ++s.requests_failed;
+      continue;
+    }
     if (!q.error.empty() || q.finish == "abort") {
       ++s.requests_failed;
       continue;
     }
+    if (q.ttft_s) ttft_turn[size_t(q.turn)].push_back(*q.ttft_s);
     ++s.requests_ok;
     s.input_tokens += q.prompt_tokens;
     s.output_tokens += q.output_tokens;
@@ -203,6 +263,13 @@ ThroughputResult run_throughput(BatchBackend& backend, const Tokenizer* tokenize
   const EngineStats after = engine.stats();
   s.engine_steps = after.steps - before.steps;
   s.preemptions = after.preemptions_total - before.preemptions_total;
+  s.prefix_cache_queries = after.prefix_cache_queries_total - before.prefix_cache_queries_total;
+  s.prefix_cache_hits = after.prefix_cache_hits_total - before.prefix_cache_hits_total;
+  if (s.prefix_cache_queries > 0)
+    s.prefix_cache_hit_rate = double(s.prefix_cache_hits) / double(s.prefix_cache_queries);
+  if (turns > 1)
+    for (const auto& v : ttft_turn)
+      s.ttft_by_turn_s.push_back(v.empty() ? Percentiles{} : percentiles(v));
   s.kv_blocks = backend.num_blocks();
   s.kv_block_size = backend.block_size();
   if (s.requests_failed > 0) r.notes.push_back(cat(s.requests_failed, " requests failed"));
@@ -227,9 +294,12 @@ json null_if_empty(const std::string& s) {
 json to_json(const ThroughputResult& r) {
   const ThroughputOptions& o = r.options;
   const ThroughputSummary& s = r.summary;
+  json ttft_turns = json::array();
+  for (const Percentiles& p : s.ttft_by_turn_s) ttft_turns.push_back(opt_json(p));
   json requests = json::array();
   for (const ThroughputRequest& q : r.requests) {
     requests.push_back({{"index", q.index},
+                        {"turn", q.turn},
                         {"prompt_tokens", q.prompt_tokens},
                         {"output_tokens", q.output_tokens},
                         {"latency_s", q.error.empty() ? json(q.latency_s) : json(nullptr)},
@@ -272,6 +342,9 @@ json to_json(const ThroughputResult& r) {
         {"warmup", o.warmup},
         {"max_num_seqs", o.max_num_seqs},
         {"max_num_batched_tokens", o.max_num_batched_tokens},
+        {"prefix_len", o.prefix_len},
+        {"turns", o.turns},
+        {"enable_prefix_caching", o.enable_prefix_caching},
         {"timer", "steady-clock"},
         {"timed_region", "first submit to last final event, engine stepped on the host thread"}}},
       {"requests", std::move(requests)},
@@ -291,7 +364,11 @@ json to_json(const ThroughputResult& r) {
         {"engine_steps", s.engine_steps},
         {"preemptions", s.preemptions},
         {"kv_blocks", s.kv_blocks},
-        {"kv_block_size", s.kv_block_size}}},
+        {"kv_block_size", s.kv_block_size},
+        {"prefix_cache_queries", s.prefix_cache_queries},
+        {"prefix_cache_hits", s.prefix_cache_hits},
+        {"prefix_cache_hit_rate", s.prefix_cache_hit_rate},
+        {"ttft_by_turn_s", ttft_turns}}},
       {"notes", r.notes},
   };
 }
@@ -313,6 +390,11 @@ std::string format_throughput(const ThroughputResult& r) {
   line("latency         ", s.latency_s, "s");
   line("ttft            ", s.ttft_s, "s");
   line("tpot            ", s.tpot_ms, "ms");
+  for (size_t t = 0; t < s.ttft_by_turn_s.size(); ++t)
+    line(cat("ttft turn ", t + 1, "     ").c_str(), s.ttft_by_turn_s[t], "s");
+  out << "prefix cache    " << (r.options.enable_prefix_caching ? "on" : "off") << ", hit rate "
+      << 100.0 * s.prefix_cache_hit_rate << " % (" << s.prefix_cache_hits << " of "
+      << s.prefix_cache_queries << " prompt tokens)\n";
   out << "engine          " << s.engine_steps << " steps, " << s.preemptions << " preemptions, "
       << s.kv_blocks << " KV blocks of " << s.kv_block_size << "\n";
   return out.str();

@@ -2,7 +2,9 @@
 // requests through the batching engine, as vLLM's benchmark_throughput and
 // LLM-Inference-Bench measure it. Prompts are random ids of a fixed length
 // (seeded) or a prompt file; every request makes exactly output_len tokens
-// (EOS ignored). Reports the wall time of the whole set, requests/s, input,
+// (EOS ignored). Shared-prefix workloads: a system prompt of prefix_len ids
+// before every prompt, or chats of `turns` requests each resending the
+// conversation so far (its prompts and answers) plus input_len new ids. Reports the wall time of the whole set, requests/s, input,
 // output and total tokens/s, and per-request latency, TTFT and time per
 // output token percentiles.
 #pragma once
@@ -38,6 +40,9 @@ struct ThroughputOptions {
   int warmup = 0;          // untimed requests first (graph capture, allocator warm-up)
   int max_num_seqs = 256;  // engine: sequences per step
   int max_num_batched_tokens = 8192;  // engine: tokens per step
+  int prefix_len = 0;  // random ids shared by every prompt, before its own input_len
+  int turns = 1;       // > 1: num_prompts chats of this many turns (random ids only)
+  bool enable_prefix_caching = true;  // engine: reuse computed prompt blocks
 };
 
 // LLM-Inference-Bench workloads: llmib-<in>-b<batch> for in = out = 128 or
@@ -46,12 +51,17 @@ struct ThroughputOptions {
 // 128/128 submitted at once: the engine runs as many as fit). max-load-128
 // also sets the engine to 1024 sequences and 16384 tokens per step (vLLM's
 // offline defaults on H100-class GPUs); H200: 15,199 output tok/s against
-// 13,846 at 256 / 8192 in the same call.
+// 13,846 at 256 / 8192 in the same call. Shared prefixes: shared-prefix-2000
+// (512 requests of a 2,000-id system prompt + 100 ids of their own, 128 new
+// tokens, all at once) and chat-5-turn (64 chats of 5 turns, 100 new ids and
+// 128 new tokens a turn, all chats at once).
 struct ThroughputPreset {
   std::string name;
   int num_prompts, input_len, output_len, concurrency;
   int max_num_seqs = 0;            // engine knobs; 0 = leave the option's value
   int max_num_batched_tokens = 0;
+  int prefix_len = 0;
+  int turns = 1;
 };
 const std::vector<ThroughputPreset>& throughput_presets();
 // Sets the preset's fields in `opt` (its engine knobs too, unless
@@ -61,6 +71,7 @@ void apply_throughput_preset(const std::string& name, ThroughputOptions& opt,
 
 struct ThroughputRequest {
   int index = 0;
+  int turn = 0;  // chats: 0 .. turns - 1 (index = chat * turns + turn)
   int prompt_tokens = 0;
   int output_tokens = 0;
   double latency_s = 0.0;         // submit to final event
@@ -85,6 +96,10 @@ struct ThroughputSummary {
   double output_tokens_per_s = 0.0;
   double total_tokens_per_s = 0.0;  // (input + output) / total_s: LLM-Inference-Bench's figure
   std::optional<Percentiles> latency_s, ttft_s, tpot_ms;
+  std::vector<Percentiles> ttft_by_turn_s;  // chats: TTFT of each turn's requests
+  uint64_t prefix_cache_queries = 0;        // prompt tokens looked up (engine stats)
+  uint64_t prefix_cache_hits = 0;           // of which found computed
+  double prefix_cache_hit_rate = 0.0;       // hits / queries (0 with none)
   uint64_t engine_steps = 0;
   uint64_t preemptions = 0;
   int kv_blocks = 0;

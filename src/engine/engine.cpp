@@ -301,6 +301,7 @@ struct Engine::Impl {
       std::lock_guard<std::mutex> g(stats_mu);
       ++stats.steps;
       stats.computed_tokens_total += uint64_t(out.num_tokens);
+      stats.kv_block_copies_total += out.copies.size();
     }
     inflight = std::move(l);
   }

@@ -94,6 +94,7 @@ struct EngineStats {
   uint64_t prefix_cache_queries_total = 0;  // tokens looked up in the prefix cache at admission
   uint64_t prefix_cache_hits_total = 0;     // of which found computed
   int kv_blocks_cached = 0;                 // blocks registered in the prefix cache
+  uint64_t kv_block_copies_total = 0;       // copy on write of shared blocks
   uint64_t requests_finished_total = 0;  // every final event (abort and error included)
   uint64_t requests_aborted_total = 0;
   uint64_t requests_failed_total = 0;

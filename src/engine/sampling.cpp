@@ -262,7 +262,15 @@ SampleResult sample_with_logprobs(std::span<const float> logits, const SamplingP
   }
   r.id = sample_token(use, p, step);
   if (p.logprobs < 0) return r;
+  SampleResult lp = logprobs_of(logits, r.id, p.logprobs);
+  return lp;
+}
 
+SampleResult logprobs_of(std::span<const float> logits, int32_t id, int top) {
+  HAYATE_CHECK(!logits.empty() && id >= 0 && size_t(id) < logits.size() && top >= 0,
+               "logprobs_of: id ", id, " of ", logits.size(), " logits, top ", top);
+  SampleResult r;
+  r.id = id;
   // log_softmax of the raw logits in double, max subtracted: lse = mx + log sum exp(l - mx).
   const size_t V = logits.size();
   double mx = logits[0];
@@ -271,10 +279,13 @@ SampleResult sample_with_logprobs(std::span<const float> logits, const SamplingP
   for (float l : logits) sum += std::exp(double(l) - mx);
   const double lse = mx + std::log(sum);
   r.logprob = float(double(logits[size_t(r.id)]) - lse);
+  const Cand self{logits[size_t(id)], id};
+  r.rank = 1;
+  for (size_t i = 0; i < V; ++i) r.rank += before(Cand{logits[i], int32_t(i)}, self) ? 1 : 0;
 
   // The N best in sample_token's total order, by insertion into a sorted
   // list of at most N (N is small: the server allows 20).
-  const size_t N = std::min(size_t(p.logprobs), V);
+  const size_t N = std::min(size_t(top), V);
   std::vector<Cand> best;
   best.reserve(N + 1);
   for (size_t i = 0; i < V && N > 0; ++i) {
@@ -286,6 +297,18 @@ SampleResult sample_with_logprobs(std::span<const float> logits, const SamplingP
   r.top.reserve(N);
   for (const Cand& c : best) r.top.push_back({c.id, float(double(c.logit) - lse)});
   return r;
+}
+
+void prompt_logprobs(std::span<const float> rows, size_t vocab, int pos,
+                     std::span<const int32_t> prompt, int top, std::vector<SampleResult>& out) {
+  HAYATE_CHECK(vocab > 0 && rows.size() % vocab == 0 && pos >= 0, "prompt_logprobs: ",
+               rows.size(), " logits for rows of ", vocab, " at position ", pos);
+  if (out.size() + 1 < prompt.size()) out.resize(prompt.size() - 1);
+  for (size_t r = 0; r < rows.size() / vocab; ++r) {
+    const size_t at = size_t(pos) + r;  // scores prompt[at + 1]
+    if (at + 1 >= prompt.size()) break;
+    out[at] = logprobs_of(rows.subspan(r * vocab, vocab), prompt[at + 1], top);
+  }
 }
 
 }  // namespace hayate

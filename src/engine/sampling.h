@@ -60,7 +60,20 @@ struct SampleResult {
   int32_t id = 0;
   float logprob = 0.0f;           // of id under the raw distribution (when logprobs >= 0)
   std::vector<TokenLogprob> top;  // the min(logprobs, vocab) most likely ids, descending
+  int rank = 0;  // 1 + the ids ranked before id (logprobs_of only; vLLM's prompt_logprobs)
 };
+
+// The log-probabilities of `logits` (log_softmax in double, as
+// sample_with_logprobs reports them) for `id` and the `top` most likely ids,
+// and id's rank: what a prompt position reports for the prompt's next token.
+SampleResult logprobs_of(std::span<const float> logits, int32_t id, int top);
+
+// Prompt logprobs from a chunk of prompt logits rows [rows, vocab] at
+// positions [pos, pos + rows) (EngineEvent::prompt_logits): out[p] =
+// logprobs_of(row of p, prompt[p + 1], top) for each p with p + 1 inside the
+// prompt; out is grown to prompt.size() - 1 entries.
+void prompt_logprobs(std::span<const float> rows, size_t vocab, int pos,
+                     std::span<const int32_t> prompt, int top, std::vector<SampleResult>& out);
 
 // Picks the next token from `logits` (vocab values). `step` indexes the
 // random stream so that each generated position draws a fresh number.

@@ -29,10 +29,20 @@ size_t reason_index(FinishReason r) {
   }
 }
 
-json usage_json(int prompt, int completion) {
+json usage_json(int64_t prompt, int64_t completion, int64_t cached) {
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
-          {"total_tokens", prompt + completion}};
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+// Cached prompt tokens of a call: each prompt's first choice's (the later
+// choices share what it computed). Called with call.m held.
+int64_t cached_tokens(const Call& call) {
+  int64_t t = 0;
+  for (size_t i = 0; i < call.choices.size(); i += size_t(call.req.n))
+    t += call.choices[i].cached_tokens;
+  return t;
 }
 
 std::string sse(const json& j) {
@@ -43,13 +53,20 @@ std::string sse(const json& j) {
 
 std::shared_ptr<Call> OpenAIServer::Impl::start_call(GenRequest r) {
   auto call = std::make_shared<Call>();
-  const int n = r.n;
+  // Every choice of every prompt is one engine sequence.
+  const int n = int(r.prompts.size()) * r.n;
   call->req = std::move(r);
   call->id = new_id(call->req.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
   call->created = int64_t(std::time(nullptr));
   call->arrival = Clock::now();
   call->choices.resize(size_t(n));
   call->unfinished = n;
+  if (call->req.wants_prompt_logprobs()) call->prompt_lp.resize(call->req.prompts.size());
+  if (n > model.max_num_seqs + opt.max_queued)  // could never be admitted: not a retry
+    throw bad_request(cat("the request needs ", n, " sequences (", call->req.prompts.size(),
+                          " prompts x n = ", call->req.n, "), more than the server holds (",
+                          model.max_num_seqs, " running + ", opt.max_queued, " queued)"),
+                      call->req.prompts.size() > 1 ? "prompt" : "n");
   {
     std::lock_guard lock(admit_m);
     if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down");
@@ -68,41 +85,40 @@ std::shared_ptr<Call> OpenAIServer::Impl::start_call(GenRequest r) {
   const GenRequest& g = call->req;
   uint64_t seed = g.sampling.seed;
   if (!g.seeded) seed = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+  // One group: all choices are validated before any runs, and the choices of
+  // a prompt share its KV blocks (engine.h).
+  std::vector<EngineRequest> group;
   for (int i = 0; i < n; ++i) {
     EngineRequest er;
-    er.prompt = g.prompt_ids;
+    er.prompt = g.prompts[size_t(i / g.n)].ids;
     er.sampling = g.sampling;
     er.sampling.seed = seed + uint64_t(i);  // choices differ when sampling
     er.max_tokens = g.max_tokens;
+    // The first choice of a prompt scores it; max_tokens 0 (echo) runs only the prompt.
+    er.prompt_logits = (g.wants_prompt_logprobs() && i % g.n == 0) || g.max_tokens == 0;
     er.ignore_eos = g.ignore_eos;
     er.stop_token_ids = g.stop_token_ids;
     er.stop = g.stop;
     er.skip_special_tokens = g.skip_special_tokens;
     er.on_event = [this, call, i](const EngineEvent& e) { on_event(call, i, e); };
-    RequestId id = 0;
-    try {
-      id = model.engine->submit(std::move(er));
-    } catch (const Error& e) {
-      // Choices [i, n) never reach the engine: release them here, and abort
-      // the ones already queued (their final events release those).
-      bool none_left;
-      {
-        std::lock_guard lock(call->m);
-        for (int j = i; j < n; ++j) call->choices[size_t(j)].finished = true;
-        call->unfinished -= n - i;
-        none_left = call->unfinished == 0;
-      }
-      {
-        std::lock_guard lock(admit_m);
-        in_flight -= n - i;
-        if (none_left) calls.erase(call);
-        drained_cv.notify_all();
-      }
-      abort_call(*call);
-      throw bad_request(e.what());
+    group.push_back(std::move(er));
+  }
+  std::vector<RequestId> ids;
+  try {
+    ids = model.engine->submit(std::move(group));
+  } catch (const Error& e) {
+    // Nothing reached the engine: release the call here.
+    {
+      std::lock_guard lock(admit_m);
+      in_flight -= n;
+      calls.erase(call);
+      drained_cv.notify_all();
     }
-    std::lock_guard lock(call->m);
-    call->choices[size_t(i)].id = id;
+    throw bad_request(e.what());
+  }
+  std::lock_guard lock(call->m);
+  for (int i = 0; i < n; ++i) {
+    call->choices[size_t(i)].id = ids[size_t(i)];
     call->choices[size_t(i)].submitted = true;
   }
   return call;
@@ -114,6 +130,22 @@ void OpenAIServer::Impl::on_event(const std::shared_ptr<Call>& call, int index,
                                   const EngineEvent& e) {
   const Clock::time_point now = Clock::now();
   bool call_done = false;
+  if (!e.prompt_logits.empty() && !call->prompt_lp.empty()) {
+    // Scored outside the lock (a row is vocab-wide); only this choice writes this prompt's entries.
+    const size_t p = size_t(index / call->req.n);
+    std::vector<SampleResult> scored;
+    const std::vector<int32_t>& ids = call->req.prompts[p].ids;
+    prompt_logprobs(e.prompt_logits, size_t(model.vocab_size), e.prompt_logits_pos, ids,
+                    call->req.prompt_top(), scored);
+    std::lock_guard lock(call->m);
+    std::vector<SampleResult>& all = call->prompt_lp[p];
+    all.resize(ids.size() - 1);
+    const size_t end = std::min(all.size(), size_t(e.prompt_logits_pos) +
+                                                e.prompt_logits.size() / size_t(model.vocab_size));
+    for (size_t at = size_t(e.prompt_logits_pos); at < end; ++at) all[at] = std::move(scored[at]);
+  }
+  // A prompt-logits event carries nothing else for the client.
+  if (!e.prompt_logits.empty() && e.token_ids.empty() && !e.finished) return;
   {
     std::lock_guard lock(call->m);
     ChoiceState& c = call->choices[size_t(index)];
@@ -129,6 +161,7 @@ void OpenAIServer::Impl::on_event(const std::shared_ptr<Call>& call, int index,
       c.last_token = now;
     }
     c.completion_tokens = e.completion_tokens;
+    c.cached_tokens = e.cached_tokens;
     if (call->req.stream)
       call->pending.emplace_back(index, e);
     else {
@@ -218,15 +251,24 @@ void OpenAIServer::Impl::respond_once(Call& call, const httplib::Request& req,
                    {"logprobs", nullptr},
                    {"finish_reason", finish_reason_name(c.finish)},
                    {"stop_reason", nullptr}};
+    const PromptIds& prompt = g.prompts[i / size_t(g.n)];
+    const std::vector<SampleResult>* plp =
+        call.prompt_lp.empty() ? nullptr : &call.prompt_lp[i / size_t(g.n)];
     if (g.sampling.logprobs >= 0) {
       int64_t offset = 0;
-      choice["logprobs"] = chat ? chat_logprobs(*model.tokenizer, c.logprobs)
-                                : completion_logprobs(*model.tokenizer, c.logprobs, &offset);
+      choice["logprobs"] =
+          chat     ? chat_logprobs(*model.tokenizer, c.logprobs)
+          : g.echo ? echo_logprobs(*model.tokenizer, prompt.ids, *plp, g.sampling.logprobs,
+                                   c.logprobs)
+                   : completion_logprobs(*model.tokenizer, c.logprobs, &offset);
     }
+    if (g.prompt_logprobs >= 0)
+      choice["prompt_logprobs"] =
+          prompt_logprobs_json(*model.tokenizer, prompt.ids, *plp, g.prompt_logprobs);
     if (chat)
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     else
-      choice["text"] = g.echo ? g.echo_text + c.text : c.text;
+      choice["text"] = g.echo ? prompt.echo_text + c.text : c.text;
     choices.push_back(std::move(choice));
   }
   json out = {{"id", call.id},
@@ -234,7 +276,7 @@ void OpenAIServer::Impl::respond_once(Call& call, const httplib::Request& req,
               {"created", call.created},
               {"model", g.model},
               {"choices", std::move(choices)},
-              {"usage", usage_json(int(g.prompt_ids.size()), completion)}};
+              {"usage", usage_json(g.prompt_tokens(), completion, cached_tokens(call))}};
   res.status = 200;
   res.set_content(dump(out), "application/json");
 }
@@ -283,14 +325,15 @@ struct StreamWriter {
   std::string prelude() const {
     std::string out;
     const GenRequest& g = call->req;
-    for (int i = 0; i < g.n; ++i) {
+    for (int i = 0; i < int(call->choices.size()); ++i) {
       if (g.endpoint == Endpoint::kChat) {
         json j = chunk_base();
         j["choices"] = json::array({choice(i, "", nullptr, true)});
         out += sse(j);
       } else if (g.echo) {
         json j = chunk_base();
-        j["choices"] = json::array({choice(i, g.echo_text, nullptr, false)});
+        j["choices"] = json::array(
+            {choice(i, g.prompts[size_t(i / g.n)].echo_text, nullptr, false)});
         out += sse(j);
       }
     }
@@ -310,8 +353,8 @@ struct StreamWriter {
     const bool chat = call->req.endpoint == Endpoint::kChat;
     const bool want_lp = call->req.sampling.logprobs >= 0;
     if (want_lp) {
-      held.resize(size_t(call->req.n));
-      offset.resize(size_t(call->req.n));
+      held.resize(call->choices.size());
+      offset.resize(call->choices.size());
       auto& h = held[size_t(index)];
       h.insert(h.end(), e.logprobs.begin(), e.logprobs.end());
     }
@@ -328,7 +371,8 @@ struct StreamWriter {
     j["choices"] = json::array(
         {choice(index, e.text, e.finished ? reason_s.c_str() : nullptr, false, std::move(lp))});
     if (call->req.continuous_usage)
-      j["usage"] = usage_json(int(call->req.prompt_ids.size()), e.completion_tokens);
+      j["usage"] = usage_json(int64_t(call->req.prompts[size_t(index / call->req.n)].ids.size()),
+                              e.completion_tokens, e.cached_tokens);
     out += sse(j);
     return out;
   }
@@ -338,7 +382,8 @@ struct StreamWriter {
     if (call->req.include_usage) {
       json j = chunk_base();
       j["choices"] = json::array();
-      j["usage"] = usage_json(int(call->req.prompt_ids.size()), completion_total);
+      std::lock_guard lock(call->m);
+      j["usage"] = usage_json(call->req.prompt_tokens(), completion_total, cached_tokens(*call));
       out += sse(j);
     }
     out += "data: [DONE]\n\n";

@@ -71,4 +71,42 @@ json completion_logprobs(const Tokenizer& tok, std::span<const SampleResult> lp,
           {"text_offset", std::move(text_offset)}};
 }
 
+json echo_logprobs(const Tokenizer& tok, std::span<const int32_t> prompt,
+                   std::span<const SampleResult> prompt_lp, int top,
+                   std::span<const SampleResult> generated) {
+  std::vector<SampleResult> cut(prompt_lp.begin(), prompt_lp.end());
+  for (SampleResult& r : cut)
+    if (r.top.size() > size_t(top)) r.top.resize(size_t(top));
+  const std::string first = prompt.empty() ? "" : token_text(tok, prompt[0]);
+  int64_t offset = code_points(first);
+  json p = completion_logprobs(tok, cut, &offset);
+  json g = completion_logprobs(tok, generated, &offset);
+  json out = {{"tokens", json::array({first})},
+              {"token_logprobs", json::array({nullptr})},
+              {"top_logprobs", json::array({nullptr})},
+              {"text_offset", json::array({0})}};
+  for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    for (const json* part : {&p, &g})
+      for (const json& x : (*part)[k]) out[k].push_back(x);
+  return out;
+}
+
+json prompt_logprobs_json(const Tokenizer& tok, std::span<const int32_t> prompt,
+                          std::span<const SampleResult> prompt_lp, int top) {
+  json out = json::array({nullptr});
+  for (size_t i = 0; i + 1 < prompt.size() && i < prompt_lp.size(); ++i) {
+    const SampleResult& r = prompt_lp[i];
+    json d = json::object();
+    for (size_t k = 0; k < r.top.size() && k < size_t(top); ++k)
+      d[std::to_string(r.top[k].id)] = {{"logprob", clamped(r.top[k].logprob)},
+                                        {"rank", k + 1},
+                                        {"decoded_token", token_text(tok, r.top[k].id)}};
+    d[std::to_string(r.id)] = {{"logprob", clamped(r.logprob)},
+                               {"rank", r.rank},
+                               {"decoded_token", token_text(tok, r.id)}};
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 }  // namespace hayate::server

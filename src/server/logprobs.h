@@ -29,4 +29,19 @@ nlohmann::json chat_logprobs(const Tokenizer& tok, std::span<const SampleResult>
 nlohmann::json completion_logprobs(const Tokenizer& tok, std::span<const SampleResult> lp,
                                    int64_t* offset);
 
+// Completions with echo: the same shape over the prompt's tokens and then
+// the generated ones. The first prompt token has no logprob (null in
+// token_logprobs and top_logprobs, as OpenAI and vLLM); prompt_lp[i] scores
+// prompt[i + 1], its top list cut to `top`.
+nlohmann::json echo_logprobs(const Tokenizer& tok, std::span<const int32_t> prompt,
+                             std::span<const SampleResult> prompt_lp, int top,
+                             std::span<const SampleResult> generated);
+
+// vLLM's prompt_logprobs: [null, {"<id>": {logprob, rank, decoded_token}}, ...],
+// one entry per prompt token, each with the token itself and the `top` most
+// likely ids at that position (rank 1 = most likely).
+nlohmann::json prompt_logprobs_json(const Tokenizer& tok, std::span<const int32_t> prompt,
+                                    std::span<const SampleResult> prompt_lp, int top);
+
+
 }  // namespace hayate::server

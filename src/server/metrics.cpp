@@ -82,6 +82,14 @@ std::string Metrics::render(const EngineStats& s, int in_flight, int max_model_l
   gauge(out, "hayate:num_preemptions_total", "Sequences preempted for KV blocks.",
         double(s.preemptions_total), "counter");
   gauge(out, "hayate:engine_steps_total", "Engine steps run.", double(s.steps), "counter");
+  gauge(out, "hayate:prefix_cache_queries_total",
+        "Prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries).",
+        double(s.prefix_cache_queries_total), "counter");
+  gauge(out, "hayate:prefix_cache_hits_total",
+        "Prompt tokens found computed in the prefix cache (vLLM's prefix_cache_hits).",
+        double(s.prefix_cache_hits_total), "counter");
+  gauge(out, "hayate:kv_cache_blocks_cached", "KV-cache blocks registered in the prefix cache.",
+        s.kv_blocks_cached);
   out += "# HELP hayate:request_success_total Finished requests by finish reason.\n"
          "# TYPE hayate:request_success_total counter\n";
   const char* reasons[] = {"stop", "length", "abort"};

@@ -70,30 +70,40 @@ bool all_integers(const json& a) {
   return true;
 }
 
-// Completions: a string, a list of token ids, or a list holding exactly one
-// of those.
-std::vector<int32_t> completion_prompt(const json& body, const Limits& lim, const Tokenizer& tok,
-                                       std::string* text) {
+// Completions: a string, a list of token ids, or a list of those (a batch,
+// at most lim.max_prompts; any bad one fails the whole request).
+std::vector<PromptIds> completion_prompts(const json& body, const Limits& lim,
+                                          const Tokenizer& tok) {
   const json* p = field(body, "prompt");
   if (!p) throw bad_request("'prompt' is required", "prompt");
-  const json* one = p;
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
-    one = &(*p)[0];
-  else if (p->is_array() && !p->empty() && !all_integers(*p))
-    throw bad_request(cat("batched prompts (a list of ", p->size(),
-                          ") are not supported: send one prompt per request"),
-                      "prompt");
-  if (one->is_string()) {
-    *text = one->get<std::string>();
-    return tok.encode_at_most(*text, /*add_special_tokens=*/true, size_t(lim.max_model_len));
+  std::vector<const json*> items;
+  if (p->is_array() && !p->empty() && !all_integers(*p)) {
+    if (int64_t(p->size()) > lim.max_prompts)
+      throw bad_request(cat("too many prompts: ", p->size(), " (at most ", lim.max_prompts,
+                            " in one request)"),
+                        "prompt");
+    for (const json& x : *p) items.push_back(&x);
+  } else {
+    items.push_back(p);
   }
-  if (one->is_array()) {
-    if (one->empty()) throw bad_request("'prompt' must not be empty", "prompt");
-    if (!all_integers(*one))
+  std::vector<PromptIds> out;
+  for (const json* one : items) {
+    PromptIds q;
+    if (one->is_string()) {
+      q.echo_text = one->get<std::string>();
+      q.ids = tok.encode_at_most(q.echo_text, /*add_special_tokens=*/true,
+                                 size_t(lim.max_model_len));
+    } else if (one->is_array()) {
+      if (one->empty()) throw bad_request("'prompt' must not be empty", "prompt");
+      if (!all_integers(*one))
+        throw bad_request("'prompt' must be a string or a list of token ids", "prompt");
+      q.ids = get_tokens(*one, "prompt", lim.vocab_size);
+    } else {
       throw bad_request("'prompt' must be a string or a list of token ids", "prompt");
-    return get_tokens(*one, "prompt", lim.vocab_size);
+    }
+    out.push_back(std::move(q));
   }
-  throw bad_request("'prompt' must be a string or a list of token ids", "prompt");
+  return out;
 }
 
 std::vector<int32_t> chat_prompt(const json& body, const Limits& lim, const Tokenizer& tok) {
@@ -316,37 +326,58 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
     r.echo = get_bool(*v, "echo");
     if (r.echo && endpoint == Endpoint::kChat)
       throw bad_request("'echo' is supported on /v1/completions only", "echo");
-    // The prompt's logprobs (which OpenAI returns with echo) would need the
-    // backend's logits at every prompt position; it keeps only the last.
-    if (r.echo && s.logprobs >= 0)
-      throw bad_request("'echo' with 'logprobs' is not supported by this server", "echo");
   }
+  if (const json* v = field(body, "prompt_logprobs")) {
+    int64_t k = get_int(*v, "prompt_logprobs");
+    if (endpoint == Endpoint::kChat)
+      throw bad_request("'prompt_logprobs' is supported on /v1/completions only",
+                        "prompt_logprobs");
+    if (k < 0 || k > lim.max_logprobs)
+      throw bad_request(cat("'prompt_logprobs' must be in [0, ", lim.max_logprobs, "]"),
+                        "prompt_logprobs");
+    r.prompt_logprobs = int(k);
+  }
+  // The prompt's logprobs come with the whole answer; a stream would have to
+  // hold its echo back until the prompt is scored.
+  if (r.wants_prompt_logprobs() && r.stream)
+    throw bad_request("prompt logprobs ('echo' with 'logprobs', or 'prompt_logprobs') are not "
+                      "supported with 'stream'",
+                      r.prompt_logprobs >= 0 ? "prompt_logprobs" : "echo");
   std::optional<int64_t> max_tokens;
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {
     if (const json* v = field(body, name)) {
       int64_t m = get_int(*v, name);
-      if (m < 1) throw bad_request(cat("'", name, "' must be at least 1"), name);
+      // 0 with echo: the prompt back (and its logprobs), nothing generated (vLLM).
+      if (m < 1 && !(m == 0 && r.echo))
+        throw bad_request(cat("'", name, "' must be at least 1 (0 with 'echo')"), name);
       max_tokens = m;
     }
   }
 
-  std::string prompt_text;
-  r.prompt_ids = endpoint == Endpoint::kCompletions ? completion_prompt(body, lim, tok, &prompt_text)
-                                                    : chat_prompt(body, lim, tok);
-  if (r.prompt_ids.empty()) throw bad_request("the prompt is empty", "prompt");
-  for (int32_t id : r.prompt_ids)
-    if (id < 0 || id >= lim.vocab_size)
-      throw bad_request(cat("prompt token id ", id, " is out of vocabulary"), "prompt");
-  const int64_t P = int64_t(r.prompt_ids.size());
+  if (endpoint == Endpoint::kCompletions)
+    r.prompts = completion_prompts(body, lim, tok);
+  else
+    r.prompts.push_back({chat_prompt(body, lim, tok), ""});
   const int64_t L = lim.max_model_len;
   const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
-  // Tokenization stops once the prompt is over the context length (so a
-  // huge prompt is refused without encoding all of it): P > L is a lower bound.
-  if (P >= L)
-    throw bad_request(cat("This model's maximum context length is ", L,
-                          " tokens. However, your request has ", P > L ? "at least " : "", P,
-                          " input tokens. Please reduce the length of the input."),
-                      prompt_param);
+  int64_t P = 0;  // the longest prompt: max_tokens must fit beside it
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const std::vector<int32_t>& ids = r.prompts[i].ids;
+    const std::string which = r.prompts.size() > 1 ? cat(" (prompt ", i, ")") : "";
+    if (ids.empty()) throw bad_request(cat("the prompt is empty", which), "prompt");
+    for (int32_t id : ids)
+      if (id < 0 || id >= lim.vocab_size)
+        throw bad_request(cat("prompt token id ", id, " is out of vocabulary", which), "prompt");
+    const int64_t n = int64_t(ids.size());
+    // Tokenization stops once the prompt is over the context length (so a
+    // huge prompt is refused without encoding all of it): n > L is a lower bound.
+    if (n >= L)
+      throw bad_request(cat("This model's maximum context length is ", L,
+                            " tokens. However, your request has ", n > L ? "at least " : "", n,
+                            " input tokens", which, ". Please reduce the length of the input."),
+                        prompt_param);
+    P = std::max(P, n);
+  }
   if (max_tokens) {
     // max_tokens may be near 2^63: compare without forming P + max_tokens in int64.
     if (*max_tokens > L - P)
@@ -365,7 +396,12 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
     if (defaults.max_tokens) m = std::min<int64_t>(m, *defaults.max_tokens);
     r.max_tokens = int(std::max<int64_t>(m, 1));
   }
-  if (r.echo) r.echo_text = prompt_text.empty() ? tok.decode(r.prompt_ids) : prompt_text;
+  for (PromptIds& q : r.prompts) {
+    if (!r.echo)
+      q.echo_text.clear();
+    else if (q.echo_text.empty())
+      q.echo_text = tok.decode(q.ids);
+  }
   return r;
 }
 

@@ -5,6 +5,7 @@
 // naming it, never an exception of another kind.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,7 +27,8 @@ struct Limits {
   int max_n = 16;         // most choices per request
   int max_stop = 16;      // most stop strings (each at most max_stop_len bytes)
   int max_stop_len = 256;
-  int max_logprobs = 20;  // completions logprobs / chat top_logprobs bound (as vLLM)
+  int max_logprobs = 20;  // completions logprobs / chat top_logprobs / prompt_logprobs bound (as vLLM)
+  int max_prompts = 1024;  // prompts in one batched completions request
 };
 
 // Sampling defaults from generation_config.json, as vLLM applies them: they
@@ -44,13 +46,19 @@ struct GenerationDefaults {
   nlohmann::json to_json() const;
 };
 
-// One validated request. Prompt ids are final (chat template applied,
-// tokenized); max_tokens is resolved against the context.
+// One prompt of a request: its final ids (chat template applied, tokenized).
+struct PromptIds {
+  std::vector<int32_t> ids;
+  std::string echo_text;  // the prompt as text when echo (completions only)
+};
+
+// One validated request; max_tokens is resolved against the context.
 struct GenRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
-  std::vector<int32_t> prompt_ids;
-  std::string echo_text;      // decoded prompt when echo (completions only)
+  // One, or a batched completions request's list in order: n choices each,
+  // choice index = prompt index * n + choice (OpenAI's and vLLM's order).
+  std::vector<PromptIds> prompts;
   SamplingParams sampling;
   bool seeded = false;        // the client gave a seed
   int max_tokens = 0;
@@ -63,6 +71,19 @@ struct GenRequest {
   bool include_usage = false;       // stream_options.include_usage
   bool continuous_usage = false;    // stream_options.continuous_usage_stats (vLLM)
   bool echo = false;
+  int prompt_logprobs = -1;  // vLLM's prompt_logprobs: top N per prompt position (-1: none)
+
+  // Echo with logprobs (OpenAI) or prompt_logprobs (vLLM): the prompt's
+  // positions are scored, the first choice of each prompt carrying the logits.
+  bool wants_prompt_logprobs() const {
+    return (echo && sampling.logprobs >= 0) || prompt_logprobs >= 0;
+  }
+  int prompt_top() const { return std::max(echo ? sampling.logprobs : 0, prompt_logprobs); }
+  int64_t prompt_tokens() const {  // usage: every prompt of the batch
+    int64_t t = 0;
+    for (const PromptIds& p : prompts) t += int64_t(p.ids.size());
+    return t;
+  }
 };
 
 // Parses `body` (already JSON) for `endpoint`. Tokenizes with `tok`. Checks

@@ -36,6 +36,7 @@ struct ChoiceState {
   FinishReason finish = FinishReason::kLength;
   std::string error;
   int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens found computed (usage.prompt_tokens_details)
   bool got_token = false;
   Clock::time_point last_token;
 };
@@ -54,6 +55,9 @@ struct Call {
   std::vector<ChoiceState> choices;
   std::deque<std::pair<int, EngineEvent>> pending;  // streaming: events not yet written
   int unfinished = 0;
+  // Per prompt, with prompt logprobs: entry i scores prompt token i + 1
+  // (filled from the logits the prompt's first choice streams).
+  std::vector<std::vector<SampleResult>> prompt_lp;
 };
 
 struct OpenAIServer::Impl {

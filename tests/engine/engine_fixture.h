@@ -32,6 +32,7 @@ struct Collected {
   std::string error;
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  int cached_tokens = 0;
   std::vector<SampleResult> logprobs;
 };
 
@@ -49,6 +50,7 @@ class Sink {
       c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
       c.prompt_tokens = e.prompt_tokens;
       c.completion_tokens = e.completion_tokens;
+      c.cached_tokens = e.cached_tokens;
       if (e.finished) {
         ++c.finals;
         c.finish = e.finish;

@@ -32,9 +32,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     server::GenRequest r =
         server::parse_request(server::parse_json_body(body), endpoint, lim, {}, tok, {"m"});
     r.sampling.validate();
-    HAYATE_CHECK(!r.prompt_ids.empty() && r.max_tokens >= 1 &&
-                     int64_t(r.prompt_ids.size()) + r.max_tokens <= lim.max_model_len,
-                 "fuzz: an accepted request breaks the context bound");
+    HAYATE_CHECK(!r.prompts.empty() && int(r.prompts.size()) <= lim.max_prompts &&
+                     (r.max_tokens >= 1 || (r.max_tokens == 0 && r.echo)),
+                 "fuzz: an accepted request breaks the prompt or max_tokens bounds");
+    for (const server::PromptIds& q : r.prompts)
+      HAYATE_CHECK(!q.ids.empty() && int64_t(q.ids.size()) + r.max_tokens <= lim.max_model_len,
+                   "fuzz: an accepted request breaks the context bound");
     SamplingParams p = r.sampling;
     p.top_k = std::min(p.top_k, int(logits.size()));
     (void)sample_token(logits, p, 0);

@@ -68,6 +68,42 @@ TEST_P(Golden, LogitsMatchHf) {
               worst, positions.size());
 }
 
+// Prompt logprobs (echo with logprobs, vLLM's prompt_logprobs) as the server
+// computes them from the engine's prompt logits, against log_softmax of HF's
+// logits at the fixture's positions; the prompt runs after a request that put
+// its blocks in the prefix cache (prompt-logits requests compute every
+// position regardless).
+TEST_P(Golden, PromptLogprobsMatchHf) {
+  const auto prompt = g_["prompt_ids"].get<std::vector<int32_t>>();
+  const auto positions = g_["logits_positions"].get<std::vector<int>>();
+  const std::vector<float> ref = golden::read_f32(dir_ + "/" + g_["logits_file"].get<std::string>());
+  const size_t V = size_t(model_->config.vocab_size);
+  GenerateOptions warm;
+  warm.max_new_tokens = 2;
+  warm.ignore_eos = true;
+  (void)generate(*engine_, prompt, warm);
+  const std::vector<float> all = golden::prompt_logits(*engine_, prompt);
+  std::vector<SampleResult> lp;
+  prompt_logprobs(all, V, 0, prompt, 3, lp);
+  ASSERT_EQ(lp.size(), prompt.size() - 1);
+  int checked = 0;
+  for (size_t r = 0; r < positions.size(); ++r) {
+    const size_t p = size_t(positions[r]);
+    if (p + 1 >= prompt.size()) continue;
+    const float* row = ref.data() + r * V;
+    double mx = row[0], sum = 0;
+    for (size_t i = 0; i < V; ++i) mx = std::max(mx, double(row[i]));
+    for (size_t i = 0; i < V; ++i) sum += std::exp(double(row[i]) - mx);
+    const double want = double(row[size_t(prompt[p + 1])]) - mx - std::log(sum);
+    EXPECT_EQ(lp[p].id, prompt[p + 1]);
+    EXPECT_NEAR(lp[p].logprob, want, 1e-3 + 1e-4 * std::abs(want)) << "position " << p;
+    const size_t best = size_t(std::max_element(row, row + V) - row);
+    EXPECT_NEAR(lp[p].top[0].logprob, double(row[best]) - mx - std::log(sum), 1e-3);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST_P(Golden, GreedyIdsMatchHf) {
   const auto prompt = g_["prompt_ids"].get<std::vector<int32_t>>();
   const auto want = g_["greedy_ids"].get<std::vector<int32_t>>();

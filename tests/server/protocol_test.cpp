@@ -2,6 +2,7 @@
 // Llama 3.1 tokenizer (assets/llama3_1), limits of a 4096-token model.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -49,7 +50,7 @@ Tokenizer* ProtocolTest::tok_ = nullptr;
 
 TEST_F(ProtocolTest, CompletionDefaultsAndFields) {
   GenRequest r = parse({{"prompt", "Hello world"}});
-  EXPECT_EQ(r.prompt_ids, tok_->encode("Hello world", true));
+  EXPECT_EQ(r.prompts.at(0).ids, tok_->encode("Hello world", true));
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.max_tokens, 16);  // OpenAI's legacy completions default, as vLLM
   EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
@@ -62,7 +63,7 @@ TEST_F(ProtocolTest, CompletionDefaultsAndFields) {
              {"stream_options", {{"include_usage", true}}}, {"ignore_eos", true},
              {"echo", true}, {"presence_penalty", 0}, {"logprobs", nullptr}});
   EXPECT_EQ(r.model, "alias");
-  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.prompts.at(0).ids, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(r.max_tokens, 7);
   EXPECT_TRUE(r.sampling.greedy());
   EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
@@ -72,20 +73,20 @@ TEST_F(ProtocolTest, CompletionDefaultsAndFields) {
   EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
   EXPECT_EQ(r.stop_token_ids, std::vector<int32_t>{5});
   EXPECT_TRUE(r.stream && r.include_usage && r.ignore_eos && r.echo);
-  EXPECT_EQ(r.echo_text, tok_->decode(std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.prompts.at(0).echo_text, tok_->decode(std::vector<int32_t>{1, 2, 3}));
 }
 
 TEST_F(ProtocolTest, ChatUsesTemplateAndFillsContext) {
   json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
   GenRequest r = parse({{"messages", messages}}, Endpoint::kChat);
   std::string rendered = tok_->apply_chat_template({{"user", "Hi"}}, true);
-  EXPECT_EQ(r.prompt_ids, tok_->encode(rendered, false));
-  EXPECT_EQ(r.max_tokens, 4096 - int(r.prompt_ids.size()));
+  EXPECT_EQ(r.prompts.at(0).ids, tok_->encode(rendered, false));
+  EXPECT_EQ(r.max_tokens, 4096 - int(r.prompts.at(0).ids.size()));
   // Content given as text parts joins them.
   json parts = json::array({{{"role", "user"},
                              {"content", json::array({{{"type", "text"}, {"text", "H"}},
                                                       {{"type", "text"}, {"text", "i"}}})}}});
-  EXPECT_EQ(parse({{"messages", parts}}, Endpoint::kChat).prompt_ids, r.prompt_ids);
+  EXPECT_EQ(parse({{"messages", parts}}, Endpoint::kChat).prompts.at(0).ids, r.prompts.at(0).ids);
   EXPECT_EQ(parse({{"messages", messages}, {"max_completion_tokens", 3}}, Endpoint::kChat)
                 .max_tokens,
             3);
@@ -135,7 +136,13 @@ TEST_F(ProtocolTest, BadFieldsNameTheirParam) {
       {{{"prompt", p}, {"logprobs", -1}}, "logprobs"},
       {{{"prompt", p}, {"logprobs", true}}, "logprobs"},
       {{{"prompt", p}, {"logprobs", 21}}, "logprobs"},
-      {{{"prompt", p}, {"logprobs", 2}, {"echo", true}}, "echo"},
+      {{{"prompt", p}, {"logprobs", 2}, {"echo", true}, {"stream", true}}, "echo"},
+      {{{"prompt", p}, {"prompt_logprobs", 21}}, "prompt_logprobs"},
+      {{{"prompt", p}, {"prompt_logprobs", 1}, {"stream", true}}, "prompt_logprobs"},
+      {{{"prompt", json::array({json::array({1}), json::array({2, 128256})})}}, "prompt"},
+      {{{"prompt", std::vector<std::string>(1025, "a")}}, "prompt"},
+      {{{"prompt", json::array({"a", json::array({1}), 3})}}, "prompt"},
+      {{{"prompt", json::array({"a", json::array()})}}, "prompt"},
       {{{"prompt", p}, {"frequency_penalty", 3}}, "frequency_penalty"},
       {{{"prompt", p}, {"presence_penalty", -2.5}}, "presence_penalty"},
       {{{"prompt", p}, {"presence_penalty", "1"}}, "presence_penalty"},
@@ -144,7 +151,6 @@ TEST_F(ProtocolTest, BadFieldsNameTheirParam) {
       {{{"prompt", p}, {"best_of", 2}}, "best_of"},
       {{{"prompt", p}, {"seed", 18446744073709551615ull}}, "seed"},
       {{{"prompt", json::array({1, -1})}}, "prompt"},
-      {{{"prompt", json::array({json::array({1}), json::array({2})})}}, "prompt"},
       {{{"prompt", std::vector<int>(4096, 1)}}, "prompt"},
       {{{"prompt", p}, {"model", "other"}}, "model"},
   };
@@ -247,6 +253,77 @@ TEST_F(ProtocolTest, LogprobsShapes) {
   EXPECT_EQ(c["top_logprobs"][1].size(), 2u);  // top 1 + the chosen id
   EXPECT_DOUBLE_EQ(c["top_logprobs"][1][" world"].get<double>(), -3.0);
   EXPECT_EQ(c["top_logprobs"][2].size(), 1u);
+}
+
+TEST_F(ProtocolTest, BatchedPromptsAndPromptLogprobsFields) {
+  GenRequest r = parse({{"prompt", json::array({"Hello world", json::array({1, 2, 3}), "a"})},
+                        {"n", 2}, {"echo", true}, {"max_tokens", 0}, {"logprobs", 1},
+                        {"prompt_logprobs", 3}});
+  ASSERT_EQ(r.prompts.size(), 3u);
+  EXPECT_EQ(r.prompts[0].ids, tok_->encode("Hello world", true));
+  EXPECT_EQ(r.prompts[0].echo_text, "Hello world");
+  EXPECT_EQ(r.prompts[1].ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.prompts[1].echo_text, tok_->decode(std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.prompt_tokens(), int64_t(r.prompts[0].ids.size() + 3 + r.prompts[2].ids.size()));
+  EXPECT_EQ(r.max_tokens, 0);  // echo only
+  EXPECT_TRUE(r.wants_prompt_logprobs());
+  EXPECT_EQ(r.prompt_top(), 3);
+  // A list of ids is one prompt; a list holding one list is one prompt too.
+  EXPECT_EQ(parse({{"prompt", json::array({4, 5})}}).prompts.size(), 1u);
+  EXPECT_EQ(parse({{"prompt", json::array({json::array({4, 5})})}}).prompts.size(), 1u);
+  EXPECT_FALSE(parse({{"prompt", "a"}, {"logprobs", 2}}).wants_prompt_logprobs());
+  EXPECT_EQ(parse({{"prompt", "a"}, {"echo", false}}).prompts[0].echo_text, "");
+  // The longest prompt bounds max_tokens.
+  ApiError e = error_of({{"prompt", json::array({json::array({1}), std::vector<int>(4000, 1)})},
+                         {"max_tokens", 100}});
+  EXPECT_EQ(e.param(), "max_tokens");
+  e = error_of({{"prompt", json::array({"a", std::vector<int>(4096, 1)})}});
+  EXPECT_NE(std::string(e.what()).find("(prompt 1)"), std::string::npos) << e.what();
+  const json msg = {{{"role", "user"}, {"content", "x"}}};
+  EXPECT_EQ(error_of({{"messages", msg}, {"prompt_logprobs", 1}}, Endpoint::kChat).param(),
+            "prompt_logprobs");
+}
+
+TEST_F(ProtocolTest, PromptLogprobsShapes) {
+  const std::vector<int32_t> prompt = tok_->encode("Hello world", false);  // 2 tokens
+  ASSERT_EQ(prompt.size(), 2u);
+  std::vector<SampleResult> plp(1);
+  plp[0] = {prompt[1], -2.0f, {{prompt[0], -0.5f}, {prompt[1], -2.0f}}, 2};
+  std::vector<SampleResult> gen(1);
+  gen[0] = {prompt[0], -0.75f, {{prompt[0], -0.75f}}};
+  json c = echo_logprobs(*tok_, prompt, plp, 1, gen);
+  EXPECT_EQ(c["tokens"], json::array({"Hello", " world", "Hello"}));
+  EXPECT_EQ(c["token_logprobs"][0], nullptr);
+  EXPECT_EQ(c["top_logprobs"][0], nullptr);
+  EXPECT_DOUBLE_EQ(c["token_logprobs"][1].get<double>(), -2.0);
+  EXPECT_DOUBLE_EQ(c["token_logprobs"][2].get<double>(), -0.75);
+  EXPECT_EQ(c["top_logprobs"][1].size(), 2u);  // top 1 (cut from 2) + the prompt's own token
+  EXPECT_DOUBLE_EQ(c["top_logprobs"][1]["Hello"].get<double>(), -0.5);
+  EXPECT_EQ(c["text_offset"], json::array({0, 5, 11}));
+
+  json v = prompt_logprobs_json(*tok_, prompt, plp, 1);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0], nullptr);
+  const std::string own = std::to_string(prompt[1]), best = std::to_string(prompt[0]);
+  EXPECT_EQ(v[1].size(), 2u);
+  EXPECT_EQ(v[1][own]["rank"], 2);
+  EXPECT_DOUBLE_EQ(v[1][own]["logprob"].get<double>(), -2.0);
+  EXPECT_EQ(v[1][own]["decoded_token"], " world");
+  EXPECT_EQ(v[1][best]["rank"], 1);
+
+  // Rows of logits score the next prompt token: log_softmax by hand.
+  const std::vector<float> rows = {0.0f, 1.0f, 2.0f, 3.0f,   // position 0 -> prompt[1] = 2
+                                   5.0f, 0.0f, 0.0f, 0.0f};  // position 1: past the prompt
+  std::vector<SampleResult> out;
+  prompt_logprobs(rows, 4, 0, std::vector<int32_t>{7, 2}, 2, out);
+  ASSERT_EQ(out.size(), 1u);
+  const double lse = std::log(std::exp(0.0) + std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  EXPECT_EQ(out[0].id, 2);
+  EXPECT_NEAR(out[0].logprob, 2.0 - lse, 1e-6);
+  EXPECT_EQ(out[0].rank, 2);
+  ASSERT_EQ(out[0].top.size(), 2u);
+  EXPECT_EQ(out[0].top[0].id, 3);
+  EXPECT_NEAR(out[0].top[0].logprob, 3.0 - lse, 1e-6);
 }
 
 TEST_F(ProtocolTest, TokenizeAndDetokenize) {
