@@ -88,18 +88,27 @@ std::vector<PromptIds> completion_prompts(const json& body, const Limits& lim,
   }
   std::vector<PromptIds> out;
   for (const json* one : items) {
+    const std::string which = items.size() > 1 ? cat(" (prompt ", out.size(), ")") : "";
     PromptIds q;
     if (one->is_string()) {
       q.echo_text = one->get<std::string>();
       q.ids = tok.encode_at_most(q.echo_text, /*add_special_tokens=*/true,
                                  size_t(lim.max_model_len));
     } else if (one->is_array()) {
-      if (one->empty()) throw bad_request("'prompt' must not be empty", "prompt");
+      if (one->empty()) throw bad_request(cat("'prompt' must not be empty", which), "prompt");
       if (!all_integers(*one))
-        throw bad_request("'prompt' must be a string or a list of token ids", "prompt");
-      q.ids = get_tokens(*one, "prompt", lim.vocab_size);
+        throw bad_request(cat("'prompt' must be a string or a list of token ids", which),
+                          "prompt");
+      for (const json& x : *one) {
+        const int64_t id = get_int(x, "prompt");
+        if (id < 0 || id >= lim.vocab_size)
+          throw bad_request(cat("token id ", id, " in 'prompt' is out of vocabulary (size ",
+                                lim.vocab_size, ")", which),
+                            "prompt");
+        q.ids.push_back(int32_t(id));
+      }
     } else {
-      throw bad_request("'prompt' must be a string or a list of token ids", "prompt");
+      throw bad_request(cat("'prompt' must be a string or a list of token ids", which), "prompt");
     }
     out.push_back(std::move(q));
   }

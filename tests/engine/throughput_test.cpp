@@ -71,7 +71,16 @@ TEST_F(EngineTest, ThroughputPresetsAndBadOptions) {
   EXPECT_EQ(o.output_len, 1024);
   EXPECT_EQ(o.concurrency, 64);
   EXPECT_EQ(o.num_prompts, 256);
-  EXPECT_EQ(bench::throughput_presets().size(), 9u);
+  EXPECT_EQ(bench::throughput_presets().size(), 11u);
+  ThroughputOptions shared;
+  bench::apply_throughput_preset("shared-prefix-2000", shared);
+  EXPECT_EQ(shared.prefix_len, 2000);
+  EXPECT_EQ(shared.input_len, 100);
+  EXPECT_EQ(shared.output_len, 128);
+  EXPECT_EQ(shared.num_prompts, 512);
+  bench::apply_throughput_preset("chat-5-turn", shared);
+  EXPECT_EQ(shared.prefix_len, 0);
+  EXPECT_EQ(shared.turns, 5);
   // Only max-load-128 sets engine knobs, and not over ones the user gave.
   EXPECT_EQ(o.max_num_seqs, ThroughputOptions{}.max_num_seqs);
   bench::apply_throughput_preset("max-load-128", o);
@@ -94,6 +103,55 @@ TEST_F(EngineTest, ThroughputPresetsAndBadOptions) {
   bad = small_options(0);
   bad.dataset = "prompts.txt";
   EXPECT_THROW(bench::run_throughput(*backend, nullptr, bad, nullptr), Error);  // no tokenizer
+}
+
+TEST_F(EngineTest, ThroughputSharedPrefixAndChats) {
+  auto backend = paged(256);
+  // A 20-id system prompt (5 full blocks of 4) before 5 ids of each
+  // request's own; one at a time, so the later three find it.
+  ThroughputOptions o = small_options(1);
+  o.num_prompts = 4;
+  o.prefix_len = 20;
+  o.input_len = 5;
+  ThroughputResult on = bench::run_throughput(*backend, nullptr, o, nullptr);
+  o.enable_prefix_caching = false;
+  ThroughputResult off = bench::run_throughput(*backend, nullptr, o, nullptr);
+  EXPECT_EQ(on.summary.input_tokens, 4 * 25);
+  EXPECT_EQ(on.summary.prefix_cache_queries, 100u);
+  EXPECT_EQ(on.summary.prefix_cache_hits, 3u * 20u);
+  EXPECT_DOUBLE_EQ(on.summary.prefix_cache_hit_rate, 0.6);
+  EXPECT_EQ(off.summary.prefix_cache_queries, 0u);
+  EXPECT_EQ(off.summary.prefix_cache_hit_rate, 0.0);
+
+  // Two chats of three turns: each turn resends the conversation (its
+  // prompts and answers) and 5 new ids.
+  ThroughputOptions c = small_options(0);
+  c.num_prompts = 2;
+  c.input_len = 5;
+  c.turns = 3;
+  ThroughputResult chat = bench::run_throughput(*backend, nullptr, c, nullptr);
+  c.enable_prefix_caching = false;
+  ThroughputResult chat_off = bench::run_throughput(*backend, nullptr, c, nullptr);
+  ASSERT_EQ(chat.requests.size(), 6u);
+  for (size_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(chat.requests[k].turn, int(k % 3));
+    EXPECT_EQ(chat.requests[k].prompt_tokens, 5 + int(k % 3) * (4 + 5));  // 5, 14, 23
+    EXPECT_EQ(chat.requests[k].prompt_tokens, chat_off.requests[k].prompt_tokens);
+    EXPECT_EQ(chat.requests[k].output_tokens, 4);
+  }
+  ASSERT_EQ(chat.summary.ttft_by_turn_s.size(), 3u);
+  EXPECT_EQ(chat.summary.requests_ok, 6);
+  // Turn 2 finds turn 1's 8 computed ids (5 + 3: the last answer id never
+  // runs), turn 3 turn 2's 16: (8 + 16) per chat.
+  EXPECT_EQ(chat.summary.prefix_cache_hits, 2u * (8u + 16u));
+  EXPECT_EQ(chat.summary.prefix_cache_queries, 2u * (5u + 14u + 23u));
+  const nlohmann::json j = bench::to_json(chat);
+  EXPECT_EQ(j["workload"]["turns"], 3);
+  EXPECT_EQ(j["summary"]["ttft_by_turn_s"].size(), 3u);
+  EXPECT_EQ(j["requests"][4]["turn"], 1);
+  const std::string text = bench::format_throughput(chat);
+  EXPECT_NE(text.find("ttft turn 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("prefix cache    on, hit rate"), std::string::npos) << text;
 }
 
 TEST_F(EngineTest, ThroughputRecordsRejectedRequests) {

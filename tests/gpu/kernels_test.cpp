@@ -108,5 +108,28 @@ TYPED_TEST(KernelTest, ConvertFromEveryFileDtype) {
   }
 }
 
+// Copy on write of KV blocks against cpu::copy_blocks: pairs in order (a
+// copy may read a block an earlier pair wrote), every layer, 16-byte and
+// element-wise paths (block sizes in bytes that are and are not multiples
+// of 16), more pairs than one launch carries.
+TYPED_TEST(KernelTest, CopyBlocks) {
+  using T = TypeParam;
+  SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
+  const int layers = 3, blocks = 80;
+  for (int64_t elems : {int64_t(16 * 64), int64_t(7 * 3)}) {
+    SCOPED_TRACE(::testing::Message() << "block elems " << elems);
+    std::vector<float> pool = random_vec(size_t(layers) * blocks * size_t(elems), this->rng_,
+                                         -2.0f, 2.0f);
+    round_to<T>(pool);
+    std::vector<int32_t> pairs = {1, 4, 4, 2, 0, 5};  // 1 -> 4, then 4 (now 1's) -> 2, 0 -> 5
+    for (int c = 0; c < 70; ++c) pairs.insert(pairs.end(), {10 + c % 5, 6 + c});
+    const int n = int(pairs.size() / 2);
+    Dev<T> d = dev_t<T>(pool);
+    copy_blocks<T>(d.get(), layers, blocks, elems, pairs.data(), n, nullptr);
+    cpu::copy_blocks(pool.data(), layers, blocks, elems, pairs.data(), n);
+    expect_close(download_f(d), pool, 0.0f, 0.0f, "copy_blocks");
+  }
+}
+
 }  // namespace
 }  // namespace hayate::cuda::test

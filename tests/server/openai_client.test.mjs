@@ -188,7 +188,7 @@ test('errors surface as the client error classes with param', async () => {
     [{ stop: Array.from({ length: 17 }, (_, i) => `s${i}`) }, 'stop'],
     [{ n: 1000 }, 'n'],
     [{ logprobs: 21 }, 'logprobs'],
-    [{ logprobs: 2, echo: true }, 'echo'],
+    [{ logprobs: 2, echo: true, stream: true }, 'echo'],
     [{ presence_penalty: 2.5 }, 'presence_penalty'],
     [{ frequency_penalty: -3 }, 'frequency_penalty'],
     [{ repetition_penalty: 0 }, 'repetition_penalty'],

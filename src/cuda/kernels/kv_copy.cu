@@ -28,16 +28,31 @@ __global__ void copy_blocks_kernel(U* __restrict__ pool,  // [layers, layer_unit
   for (int64_t i = threadIdx.x; i < block_units; i += blockDim.x) dst[i] = src[i];
 }
 
+// Pairs of one launch run at once; a pair that touches a block an earlier
+// pair of the launch writes, or writes one it reads, starts the next launch
+// (stream order keeps the pairs' order).
 template <typename U>
 void copy_units(U* pool, int layers, int64_t layer_units, int64_t block_units,
                 const int32_t* pairs, int n, cudaStream_t s) {
-  for (int c0 = 0; c0 < n; c0 += kPairsPerLaunch) {
-    const int m = std::min(kPairsPerLaunch, n - c0);
-    BlockPairs p{};
-    for (int k = 0; k < 2 * m; ++k) p.v[k] = pairs[2 * c0 + k];
-    launch({dim3(unsigned(m), unsigned(layers)), 256, 0, s}, copy_blocks_kernel<U>, pool,
-           layer_units, block_units, p);
+  BlockPairs p{};
+  int m = 0;
+  auto flush = [&] {
+    if (m > 0)
+      launch({dim3(unsigned(m), unsigned(layers)), 256, 0, s}, copy_blocks_kernel<U>, pool,
+             layer_units, block_units, p);
+    m = 0;
+  };
+  for (int c = 0; c < n; ++c) {
+    const int32_t src = pairs[2 * c], dst = pairs[2 * c + 1];
+    bool conflict = m == kPairsPerLaunch;
+    for (int k = 0; k < m && !conflict; ++k)
+      conflict = p.v[2 * k + 1] == src || p.v[2 * k + 1] == dst || p.v[2 * k] == dst;
+    if (conflict) flush();
+    p.v[2 * m] = src;
+    p.v[2 * m + 1] = dst;
+    ++m;
   }
+  flush();
 }
 
 }  // namespace
