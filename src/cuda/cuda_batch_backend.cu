@@ -42,6 +42,7 @@
 #include "cuda/cuda_batch_backend.h"
 #include "cuda/device_info.h"
 #include "cuda/gemv_batched.h"
+#include "cuda/kv_copy.h"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 #include "cuda/paged_attention.cuh"

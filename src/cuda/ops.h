@@ -111,15 +111,6 @@ template <typename In, typename T>
 void paged_rope_kv(const In* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
                    PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s);
 
-// ---- kv_copy.cu --------------------------------------------------------------
-// Copy on write in a paged KV pool, as cpu::copy_blocks: for each pair c in
-// order and each layer l, pool[l, pairs[c][1], :] = pool[l, pairs[c][0], :].
-// pool: [layers, blocks, block_elems] on the device; pairs: [n, 2] (src,
-// dst) in host memory (they travel as kernel arguments), validated by the caller.
-template <typename T>
-void copy_blocks(T* pool, int layers, int blocks, int64_t block_elems, const int32_t* pairs, int n,
-                 cudaStream_t s);
-
 // ---- activation.cu -----------------------------------------------------------
 // gu [n, 2 inter] (fp32: GemmEx or batched-GEMV output) -> out [n, inter] =
 // silu(gate) * up in T.

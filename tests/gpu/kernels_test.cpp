@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "cpu/ops.h"
+#include "cuda/kv_copy.h"
 #include "cuda/ops.h"
 #include "gpu/gpu_test_util.h"
 

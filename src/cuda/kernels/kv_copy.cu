@@ -3,7 +3,7 @@
 
 #include "cuda/kernels/common.cuh"
 #include "cuda/launch.h"
-#include "cuda/ops.h"
+#include "cuda/kv_copy.h"
 
 namespace hayate::cuda {
 
