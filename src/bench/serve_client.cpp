@@ -249,7 +249,8 @@ ServeBenchSummary summarize_serve(const std::vector<ServeRequestRecord>& request
     s.output_throughput = double(s.output_tokens) / duration_s;
     s.total_token_throughput = double(s.input_tokens + s.output_tokens) / duration_s;
   }
-  if (s.input_tokens > 0) s.prefix_cache_hit_rate = double(s.cached_tokens) / double(s.input_tokens);
+  if (s.input_tokens > 0)
+    s.prefix_cache_hit_rate = double(s.cached_tokens) / double(s.input_tokens);
   if (!ttft.empty()) s.ttft_ms = stats_ms(ttft);
   if (!tpot.empty()) s.tpot_ms = stats_ms(tpot);
   if (!itl.empty()) s.itl_ms = stats_ms(itl);

@@ -4,9 +4,10 @@
 // (seeded) or a prompt file; every request makes exactly output_len tokens
 // (EOS ignored). Shared-prefix workloads: a system prompt of prefix_len ids
 // before every prompt, or chats of `turns` requests each resending the
-// conversation so far (its prompts and answers) plus input_len new ids. Reports the wall time of the whole set, requests/s, input,
-// output and total tokens/s, and per-request latency, TTFT and time per
-// output token percentiles.
+// conversation so far (its prompts and answers) plus input_len new ids.
+// Reports the wall time of the whole set, requests/s, input, output and
+// total tokens/s, per-request latency, TTFT (per turn for chats) and time
+// per output token percentiles, and the prefix cache's hit rate.
 #pragma once
 
 #include <cstdint>

@@ -132,8 +132,8 @@ BlockTable BlockManager::fork(const BlockTable& table) {
 int BlockManager::match(std::span<const uint64_t> hashes, std::span<const int32_t> tokens,
                         BlockTable& table) {
   HAYATE_CHECK(table.empty(), "prefix cache: match() into a table that holds blocks");
-  HAYATE_CHECK(hashes.size() * size_t(block_size_) <= tokens.size(), "prefix cache: ",
-               hashes.size(), " block hashes for ", tokens.size(), " tokens");
+  HAYATE_CHECK(hashes.size() * size_t(block_size_) <= tokens.size(),
+               "prefix cache: ", hashes.size(), " block hashes for ", tokens.size(), " tokens");
   if (!prefix_caching_) return 0;
   const size_t bs = size_t(block_size_);
   for (size_t i = 0; i < hashes.size(); ++i) {
@@ -151,10 +151,10 @@ int BlockManager::match(std::span<const uint64_t> hashes, std::span<const int32_
 void BlockManager::cache(const BlockTable& table, std::span<const uint64_t> hashes,
                          std::span<const int32_t> tokens, int from) {
   if (!prefix_caching_) return;
-  HAYATE_CHECK(hashes.size() <= table.size() &&
-                   hashes.size() * size_t(block_size_) <= tokens.size(),
-               "prefix cache: ", hashes.size(), " hashes for a table of ", table.size(),
-               " blocks and ", tokens.size(), " tokens");
+  HAYATE_CHECK(
+      hashes.size() <= table.size() && hashes.size() * size_t(block_size_) <= tokens.size(),
+      "prefix cache: ", hashes.size(), " hashes for a table of ", table.size(), " blocks and ",
+      tokens.size(), " tokens");
   const size_t bs = size_t(block_size_);
   for (size_t i = size_t(std::max(from, 0)); i < hashes.size(); ++i) {
     const int32_t b = table[i];

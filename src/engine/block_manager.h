@@ -48,9 +48,9 @@ class BlockManager {
   int num_free() const { return int(free_.size()) + lru_size_; }
   int num_used() const { return num_blocks() - num_free(); }
   int num_cached() const { return int(by_hash_.size()); }  // registered, held or not
-  int num_evictable() const { return lru_size_; }           // registered, held by no table
+  int num_evictable() const { return lru_size_; }          // registered, held by no table
   uint64_t num_evictions() const { return evictions_; }
-  int ref_count(int32_t block) const;  // throws Error for a block outside the pool
+  int ref_count(int32_t block) const;   // throws Error for a block outside the pool
   bool is_cached(int32_t block) const;  // registered in the prefix cache
 
   // Blocks needed to hold `num_tokens` positions.

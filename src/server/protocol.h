@@ -27,7 +27,7 @@ struct Limits {
   int max_n = 16;         // most choices per request
   int max_stop = 16;      // most stop strings (each at most max_stop_len bytes)
   int max_stop_len = 256;
-  int max_logprobs = 20;  // completions logprobs / chat top_logprobs / prompt_logprobs bound (as vLLM)
+  int max_logprobs = 20;  // logprobs, top_logprobs and prompt_logprobs bound (as vLLM)
   int max_prompts = 1024;  // prompts in one batched completions request
 };
 

@@ -45,8 +45,8 @@ class EnginePrefixTest : public EngineTest {
   // `waves` of prompts: each wave is submitted once the previous is done, so
   // later waves find what earlier ones computed.
   static Outcome run(const std::vector<std::vector<std::vector<int32_t>>>& waves, int max_tokens,
-                 bool cache, const SamplingParams& p = {}, int num_blocks = 256, int seqs = 4,
-                 int tokens = 32) {
+                     bool cache, const SamplingParams& p = {}, int num_blocks = 256, int seqs = 4,
+                     int tokens = 32) {
     auto backend = paged(num_blocks);
     Engine engine(*backend, nullptr, options(seqs, tokens, cache));
     Sink sink;
@@ -88,7 +88,9 @@ class EnginePrefixTest : public EngineTest {
 TEST_F(EnginePrefixTest, GreedyIdsAndLogprobsEqualWithAndWithoutTheCache) {
   const auto prompts = shared_prompts(7, 11);
   const std::vector<std::vector<std::vector<int32_t>>> waves = {
-      {prompts[0]}, {prompts.begin() + 1, prompts.begin() + 4}, {prompts.begin() + 4, prompts.end()}};
+      {prompts[0]},
+      {prompts.begin() + 1, prompts.begin() + 4},
+      {prompts.begin() + 4, prompts.end()}};
   SamplingParams p;
   p.temperature = 0.0f;
   p.logprobs = 3;  // sampled on the host from the logits: compared exactly

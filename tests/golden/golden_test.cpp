@@ -76,7 +76,8 @@ TEST_P(Golden, LogitsMatchHf) {
 TEST_P(Golden, PromptLogprobsMatchHf) {
   const auto prompt = g_["prompt_ids"].get<std::vector<int32_t>>();
   const auto positions = g_["logits_positions"].get<std::vector<int>>();
-  const std::vector<float> ref = golden::read_f32(dir_ + "/" + g_["logits_file"].get<std::string>());
+  const std::vector<float> ref =
+      golden::read_f32(dir_ + "/" + g_["logits_file"].get<std::string>());
   const size_t V = size_t(model_->config.vocab_size);
   GenerateOptions warm;
   warm.max_new_tokens = 2;

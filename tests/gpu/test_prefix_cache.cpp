@@ -21,7 +21,8 @@ struct Got {
 
 // Waves of prompts, each submitted when the previous is done; `abort_first`
 // aborts the first request of the last wave after a few steps.
-std::vector<Got> run_waves(BatchBackend& backend, const std::vector<std::vector<std::vector<int32_t>>>& waves,
+std::vector<Got> run_waves(BatchBackend& backend,
+                           const std::vector<std::vector<std::vector<int32_t>>>& waves,
                            int max_tokens, bool cache, int logprobs, EngineStats* stats,
                            bool abort_first = false) {
   EngineOptions eo;
@@ -97,7 +98,8 @@ TEST_F(BatchBackendTest, PrefixCacheOnEqualsOff) {
     std::vector<float> ref(kVocab);
     oracle->forward(prompts[i], 0, ref);
     for (int t = 0; t < kTokens; ++t) {
-      check_pick(on[i].ids[size_t(t)], ref, "request " + std::to_string(i) + " id " + std::to_string(t));
+      check_pick(on[i].ids[size_t(t)], ref,
+                 "request " + std::to_string(i) + " id " + std::to_string(t));
       const int32_t id = on[i].ids[size_t(t)];
       oracle->forward(std::span(&id, 1), int(prompts[i].size()) + t, ref);
     }

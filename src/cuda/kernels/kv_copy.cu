@@ -2,8 +2,8 @@
 #include <algorithm>
 
 #include "cuda/kernels/common.cuh"
-#include "cuda/launch.h"
 #include "cuda/kv_copy.h"
+#include "cuda/launch.h"
 
 namespace hayate::cuda {
 
@@ -32,8 +32,8 @@ __global__ void copy_blocks_kernel(U* __restrict__ pool,  // [layers, layer_unit
 // pair of the launch writes, or writes one it reads, starts the next launch
 // (stream order keeps the pairs' order).
 template <typename U>
-void copy_units(U* pool, int layers, int64_t layer_units, int64_t block_units,
-                const int32_t* pairs, int n, cudaStream_t s) {
+void copy_units(U* pool, int layers, int64_t layer_units, int64_t block_units, const int32_t* pairs,
+                int n, cudaStream_t s) {
   BlockPairs p{};
   int m = 0;
   auto flush = [&] {
