@@ -2,7 +2,10 @@
 // and the HF baselines, same JSON schema), and optionally its per-run chart.
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/common.h"
 #include "bench/result.h"
@@ -71,11 +74,27 @@ void draw_png(const ReportArgs& a) {
   std::cerr << "hayate report: wrote " << a.png << "\n";
 }
 
+// The file's JSON when it is a `hayate profile` (schema hayate-profile/1).
+std::optional<nlohmann::json> read_profile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;  // read_result_file says why
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_object() && j.value("schema", "") == "hayate-profile/1") return j;
+  return std::nullopt;
+}
+
 void run_report(const ReportArgs& a) {
   HAYATE_CHECK(!a.files.empty(), "report: give one or more result files from hayate bench --json "
                "or tools/hf_baseline.py");
   std::vector<bench::BenchResult> results;
-  for (const auto& f : a.files) results.push_back(bench::read_result_file(f));
+  for (const auto& f : a.files) {
+    if (const std::optional<nlohmann::json> p = read_profile(f)) {  // hayate profile --json
+      std::cout << profile_chart(*p);
+      continue;
+    }
+    results.push_back(bench::read_result_file(f));
+  }
+  if (results.empty()) return;
   std::cout << bench::comparison(results, a.markdown);
   if (!a.png.empty()) draw_png(a);
 }
