@@ -229,7 +229,8 @@ void add_serve_command(CLI::App& app) {
       "frequency_penalty (OpenAI, over the generated ids), repetition_penalty (HF/vLLM, over "
       "prompt + generated ids). logprobs (completions: N; chat: logprobs + top_logprobs, N <= "
       "20) are those of the model's raw distribution: log_softmax of the logits before "
-      "penalties and temperature (vLLM's default raw_logprobs). Requests with penalties or "
+      "penalties and temperature (vLLM's default raw_logprobs). logit_bias (OpenAI), min_tokens "
+      "and include_stop_str_in_output (vLLM). Requests with penalties, logit_bias, min_tokens or "
       "logprobs sample on the host from the step's logits row; the others keep the backend's "
       "own sampler.");
   add_model_options(cmd, args->model, /*serving=*/true);

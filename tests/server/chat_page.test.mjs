@@ -58,10 +58,14 @@ async function browse(url) {
     evaluate,
     async waitFor(expression, timeoutMs = 30000) {
       const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const v = await evaluate(expression);
-        if (v) return v;
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${expression}`);
+      for (let last = null; ; ) {
+        try {
+          const v = await evaluate(expression);
+          if (v) return v;
+        } catch (e) {
+          last = e;  // the page may still be loading
+        }
+        if (Date.now() > deadline) throw last || new Error(`timed out waiting for ${expression}`);
         await sleep(50);
       }
     },
