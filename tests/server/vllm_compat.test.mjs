@@ -15,55 +15,44 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hayate-vllm-'));
 const json = async (url, init) => (await fetch(url, init)).json();
 const models = async (srv, headers = {}) => json(`${srv.base}/models`, { headers });
 
-test('positional model, --max-model-len and its aliases, --served-model-name and --alias', async () => {
-  for (const [flags, len] of [[['--max-model-len', '300'], 300], [['-c', '200'], 200],
-    [['--ctx-size', '150'], 150], [['--max-context', '120'], 120]]) {
-    const srv = await startServer({ argv: ['dummy:tiny', '--backend', 'cpu', ...flags] });
-    const m = await models(srv);
-    assert.equal(m.data[0].max_model_len, len, flags.join(' '));
-    assert.equal(m.data[0].id, 'dummy:tiny');  // the name as given, as vLLM
+
+// Three servers carry the aliases between them (each server start costs
+// seconds under ASan): every name of one option on a different server, its
+// effect checked on each.
+test('vLLM and llama-server names: each alias with its effect', async () => {
+  const auth = (k) => ({ Authorization: `Bearer ${k}` });
+  const body = { prompt: 'Once upon', max_tokens: 8, temperature: 1.0 };
+  const servers = [
+    { argv: ['dummy:tiny', '--backend', 'cpu', '--max-model-len', '300', '--served-model-name', 'tiny-a',
+      '--max-num-seqs', '1', '--max-queued', '0', '--api-key', 'k1', '--gpu-memory-utilization', '0.5',
+      '--dtype', 'auto', '--seed', '5'], len: 300, name: 'tiny-a', key: 'k1' },
+    { argv: ['--model', 'dummy:tiny', '--backend', 'cpu', '-c', '200', '--alias', 'tiny-b',
+      '--parallel', '1', '--max-queued', '0', '--seed', '5'], env: { VLLM_API_KEY: 'k2' }, len: 200, name: 'tiny-b', key: 'k2' },
+    { argv: ['-m', 'dummy:tiny', '--backend', 'cpu', '--ctx-size', '150', '-a', 'tiny-c'], len: 150, name: 'tiny-c', key: null },
+    { argv: ['dummy:tiny', '--backend', 'cpu', '--max-context', '120'], len: 120, name: 'dummy:tiny', key: null },
+  ];
+  const texts = [];
+  for (const [i, c] of servers.entries()) {
+    const srv = await startServer({ argv: c.argv, env: c.env || {} });
+    const headers = c.key ? auth(c.key) : {};
+    if (c.key) assert.equal((await fetch(`${srv.base}/models`)).status, 401, `server ${i}: key required`);
+    const m = await models(srv, headers);
+    assert.equal(m.data[0].max_model_len, c.len, `server ${i}`);
+    assert.equal(m.data[0].id, c.name, `server ${i}`);  // default: the model as given, as vLLM
+    if (i < 2) {  // --max-num-seqs / --parallel 1 with no queue: a second request is refused
+      const long = post(`${srv.base}/completions`, { prompt: 'a', max_tokens: 150, ignore_eos: true }, headers);
+      await sleep(300);
+      const r = await post(`${srv.base}/completions`, { prompt: 'b', max_tokens: 2 }, headers);
+      assert.equal(r.status, 503, `server ${i}`);
+      assert.match(r.json.error.message, /at most 1 running \+ 0 queued/);
+      assert.equal((await long).status, 200);
+      // --seed: unseeded requests draw the same on both servers.
+      texts.push((await post(`${srv.base}/completions`, body, headers)).json.choices[0].text);
+    }
+    if (i === 0) assert.match(srv.output(), /--gpu-memory-utilization has no effect on the cpu backend/);
     assert.equal((await srv.stop()).code, 0);
   }
-  for (const flag of ['--served-model-name', '--alias']) {
-    const srv = await startServer({ args: [flag, 'tiny-a'] });
-    assert.equal((await models(srv)).data[0].id, 'tiny-a');
-    await srv.stop();
-  }
-});
-
-test('--api-key and VLLM_API_KEY', async () => {
-  for (const [opts, key] of [[{ args: ['--api-key', 'k1'] }, 'k1'], [{ env: { VLLM_API_KEY: 'k2' } }, 'k2']]) {
-    const srv = await startServer(opts);
-    assert.equal((await fetch(`${srv.base}/models`)).status, 401);
-    const ok = await fetch(`${srv.base}/models`, { headers: { Authorization: `Bearer ${key}` } });
-    assert.equal(ok.status, 200);
-    await srv.stop();
-  }
-});
-
-test('--max-num-seqs / --parallel bound the running requests', async () => {
-  for (const flag of ['--max-num-seqs', '--parallel']) {
-    const srv = await startServer({ args: [flag, '1', '--max-queued', '0'] });
-    const long = post(`${srv.base}/completions`, { prompt: 'a', max_tokens: 200, ignore_eos: true });
-    await sleep(300);
-    const r = await post(`${srv.base}/completions`, { prompt: 'b', max_tokens: 2 });
-    assert.equal(r.status, 503, flag);
-    assert.match(r.json.error.message, /at most 1 running \+ 0 queued/);
-    assert.equal((await long).status, 200);
-    await srv.stop();
-  }
-});
-
-test('--gpu-memory-utilization is accepted on the cpu with a note; --dtype auto; --seed', async () => {
-  const srv = await startServer({ args: ['--gpu-memory-utilization', '0.5', '--dtype', 'auto', '--seed', '5'] });
-  assert.match(srv.output(), /--gpu-memory-utilization has no effect on the cpu backend/);
-  const body = { prompt: 'Once upon', max_tokens: 8, temperature: 1.0 };
-  const a = (await post(`${srv.base}/completions`, body)).json.choices[0].text;
-  await srv.stop();
-  // --seed: a second server with the same seed draws the same unseeded requests.
-  const again = await startServer({ args: ['--seed', '5'] });
-  assert.equal((await post(`${again.base}/completions`, body)).json.choices[0].text, a);
-  await again.stop();
+  assert.equal(texts[0], texts[1]);
 });
 
 test('bad values are refused before the port is bound, unknown flags get a suggestion', () => {
@@ -179,24 +168,8 @@ test('CORS: preflight answered, origins from --allowed-origins', async () => {
   await only.stop();
 });
 
-test('/metrics: vllm: and hayate: names with the model_name label', async () => {
+test('logit_bias, min_tokens and include_stop_str_in_output over HTTP; /metrics under vllm: with model_name', async () => {
   const srv = await startServer({ args: ['--served-model-name', 'tiny-a'] });
-  await post(`${srv.base}/completions`, { prompt: 'x', max_tokens: 3, ignore_eos: true });
-  const text = await (await fetch(`${srv.url}/metrics`)).text();
-  for (const name of ['num_requests_running', 'num_requests_waiting', 'kv_cache_usage_perc',
-    'prompt_tokens_total', 'generation_tokens_total', 'num_preemptions_total'])
-    for (const prefix of ['vllm:', 'hayate:'])
-      assert.match(text, new RegExp(`^${prefix}${name}\\{model_name="tiny-a"\\} `, 'm'), prefix + name);
-  assert.match(text, /^vllm:generation_tokens_total\{model_name="tiny-a"\} 3$/m);
-  assert.match(text, /^vllm:request_success_total\{model_name="tiny-a",finished_reason="length"\} 1$/m);
-  assert.match(text, /^vllm:time_to_first_token_seconds_bucket\{model_name="tiny-a",le="\+Inf"\} 1$/m);
-  assert.match(text, /^vllm:e2e_request_latency_seconds_count\{model_name="tiny-a"\} 1$/m);
-  assert.doesNotMatch(text, /^vllm:engine_steps_total/m);  // hayate's own figures stay under hayate:
-  await srv.stop();
-});
-
-test('logit_bias, min_tokens and include_stop_str_in_output over HTTP', async () => {
-  const srv = await startServer();
   const url = `${srv.base}/completions`;
   // +100 on one id: greedy output is that token, repeated.
   const one = (await post(`${srv.url}/detokenize`, { tokens: [1734] })).json.prompt;
@@ -220,6 +193,20 @@ test('logit_bias, min_tokens and include_stop_str_in_output over HTTP', async ()
   assert.equal(without.json.choices[0].text, cut);
   assert.equal(withStop.json.choices[0].text, cut + s);
   assert.equal(withStop.json.choices[0].finish_reason, 'stop');
+
+  // /metrics after the 7 completions above.
+  const text = await (await fetch(`${srv.url}/metrics`)).text();
+  for (const name of ['num_requests_running', 'num_requests_waiting', 'kv_cache_usage_perc',
+    'prompt_tokens_total', 'generation_tokens_total', 'num_preemptions_total'])
+    for (const prefix of ['vllm:', 'hayate:'])
+      assert.match(text, new RegExp(`^${prefix}${name}\\{model_name="tiny-a"\\} `, 'm'), prefix + name);
+  const m = await metrics(srv.url);
+  assert.equal(m['vllm:generation_tokens_total'], m['hayate:generation_tokens_total']);
+  assert.ok(m['vllm:generation_tokens_total'] >= 4 + 1 + 1 + 4);
+  assert.match(text, /^vllm:request_success_total\{model_name="tiny-a",finished_reason="stop"\} \d+$/m);
+  assert.match(text, /^vllm:time_to_first_token_seconds_bucket\{model_name="tiny-a",le="\+Inf"\} 7$/m);
+  assert.match(text, /^vllm:e2e_request_latency_seconds_count\{model_name="tiny-a"\} 7$/m);
+  assert.doesNotMatch(text, /^vllm:engine_steps_total/m);  // hayate's own figures stay under hayate:
   await srv.stop();
 });
 
