@@ -58,15 +58,24 @@ std::string find_plot_script(const std::string& given) {
        "repository root, or pass --plot-script)");
 }
 
-void draw_png(const ReportArgs& a) {
+bool has_matplotlib(const std::string& python) {
+  const std::string probe = shell_quote(python) + " -c 'import matplotlib' >/dev/null 2>&1";
+  return std::system(probe.c_str()) == 0;
+}
+
+void draw_png(const ReportArgs& given) {
+  ReportArgs a = given;
   std::string script = find_plot_script(a.plot_script);
-  std::string probe = shell_quote(a.python) + " -c 'import matplotlib' >/dev/null 2>&1";
+  // scripts/setup.sh installs Debian's python3-matplotlib for /usr/bin/python3;
+  // a python3 earlier on PATH (pyenv, a venv) may lack it.
+  if (a.python == "python3" && !has_matplotlib(a.python) && has_matplotlib("/usr/bin/python3"))
+    a.python = "/usr/bin/python3";
   int rc = std::system(("command -v " + shell_quote(a.python) + " >/dev/null 2>&1").c_str());
   HAYATE_CHECK(rc == 0, "--png: ", a.python, " is not installed here (the chart needs python3 with "
                "matplotlib; the text table above is complete)");
-  rc = std::system(probe.c_str());
-  HAYATE_CHECK(rc == 0, "--png: ", a.python, " has no matplotlib here (the chart needs it; the "
-               "text table above is complete)");
+  HAYATE_CHECK(has_matplotlib(a.python), "--png: ", a.python, " has no matplotlib here (the chart "
+               "needs it: scripts/setup.sh installs python3-matplotlib; the text table above is "
+               "complete)");
   std::string cmd = shell_quote(a.python) + " " + shell_quote(script) + " --out " +
                     shell_quote(a.png);
   for (const auto& f : a.files) cmd += " " + shell_quote(f);
