@@ -1,6 +1,7 @@
 // `hayate bench`: the article's experiment on one backend (see src/bench).
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -21,6 +22,34 @@ namespace hayate {
 
 namespace {
 
+// --explain: why each request took its time. Per run the prefill, the decode
+// ms/token, the bytes one decode step reads (every weight once, plus the K/V
+// rows of the run's mean context) and the bandwidth that achieves, against
+// the read probe.
+void explain_runs(std::ostream& os, const bench::BenchResult& r, const ModelConfig& c,
+                  int kv_bytes, double probe_gbs) {
+  const double weights = r.model.weight_bytes_per_token.value_or(0.0);
+  const double kv_per_pos = 2.0 * c.kv_dim() * c.num_layers * kv_bytes;
+  os << "explain (decode bytes per token = weights " << weights / 1e9 << " GB + K/V "
+     << kv_per_pos / 1e3 << " KB per cached position):\n";
+  char line[256];
+  for (const bench::RunRecord& run : r.runs) {
+    if (!run.ok() || !run.decode_ms_per_token) continue;
+    const double ctx = run.prompt_tokens + run.new_tokens / 2.0;
+    const double bytes = weights + kv_per_pos * ctx;
+    const double gbs = bytes / (*run.decode_ms_per_token * 1e-3) / 1e9;
+    const std::string share =
+        probe_gbs > 0 ? cat(int(100.0 * gbs / probe_gbs + 0.5), "% of the read probe") : "";
+    std::snprintf(line, sizeof line,
+                  "  run %2d: prefill %7.2f ms (%d tokens), decode %.3f ms/token, %.3f GB/token, "
+                  "%.0f GB/s %s\n",
+                  run.run, run.prefill_ms.value_or(0.0), run.prompt_tokens,
+                  *run.decode_ms_per_token, bytes / 1e9, gbs, share.c_str());
+    os << line;
+  }
+}
+
+
 struct BenchArgs {
   ModelArgs model;
   std::string prompts = "same";
@@ -35,6 +64,7 @@ struct BenchArgs {
   std::string commit;
   std::string print_config;
   bool no_ids = false;
+  bool explain = false;
 
   std::string mode = "latency";  // latency (the article) | throughput | serve
   // --mode throughput: the batching engine, offline.
@@ -194,6 +224,7 @@ void run_bench_command(const BenchArgs& a) {
   r.summary = bench::summarize(r);
 
   bench::print_bench(std::cout, r);
+  if (a.explain) explain_runs(std::cout, r, model.config, backend.name() == "cpu" ? 4 : 2, bw);
   // What the model wrote (random weights make random text; EOS is ignored).
   if (!r.runs.empty() && !r.runs.front().output_ids.empty()) {
     std::cout << "text of run 1: " << tok->decode(r.runs.front().output_ids, true) << "\n";
@@ -236,6 +267,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--json", a->json, "write the full result (docs/bench_schema.md) to FILE");
   cmd->add_option("--commit", a->commit, "record this commit instead of the built-in one");
   cmd->add_flag("--no-ids", a->no_ids, "leave generated ids out of the JSON");
+  cmd->add_flag("--explain", a->explain,
+                "per request: prefill ms, decode ms/token, bytes per token, GB/s, share of the "
+                "read probe");
   cmd->add_option("--print-config", a->print_config,
                   "print a dummy architecture's config.json (e.g. llama-3.1-8b) and exit");
   cmd->add_option("--mode", a->mode,

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -85,6 +86,15 @@ void draw_png(const ReportArgs& given) {
   std::cerr << "hayate report: wrote " << a.png << "\n";
 }
 
+// The file's JSON when it is a `hayate profile` (schema hayate-profile/1).
+std::optional<nlohmann::json> read_profile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;  // read_result_file says why
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_object() && j.value("schema", "") == "hayate-profile/1") return j;
+  return std::nullopt;
+}
+
 void run_report(const ReportArgs& a) {
   HAYATE_CHECK(!a.files.empty(), "report: give one or more result files from hayate bench --json "
                "or tools/hf_baseline.py");
@@ -93,6 +103,10 @@ void run_report(const ReportArgs& a) {
   std::vector<nlohmann::json> load;
   std::vector<std::string> load_files;
   for (const auto& f : a.files) {
+    if (const std::optional<nlohmann::json> p = read_profile(f)) {  // hayate profile --json
+      std::cout << profile_chart(*p);
+      continue;
+    }
     std::ifstream in(f, std::ios::binary);
     HAYATE_CHECK(in, f, ": cannot read");
     std::stringstream ss;
@@ -106,6 +120,7 @@ void run_report(const ReportArgs& a) {
       results.push_back(bench::read_result_file(f));
     }
   }
+  if (results.empty() && load.empty()) return;
   if (!results.empty()) std::cout << bench::comparison(results, a.markdown);
   if (!results.empty() && !load.empty()) std::cout << "\n";
   if (!load.empty()) std::cout << bench::load_comparison(load, load_files, a.markdown);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,5 +89,8 @@ void add_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
+// `hayate report` on a profile's JSON: floor against measured per op, as text bars.
+std::string profile_chart(const nlohmann::json& profile);
 
 }  // namespace hayate

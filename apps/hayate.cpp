@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   hayate::add_report_command(app);
   hayate::add_serve_command(app);
   hayate::add_chat_command(app);
+  hayate::add_profile_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ExtrasError& e) {

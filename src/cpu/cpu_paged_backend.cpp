@@ -6,12 +6,14 @@
 #include "cpu/cpu_paged_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <vector>
 
 #include "core/check.h"
 #include "cpu/cpu_weights.h"
 #include "cpu/ops.h"
+#include "engine/step_profile.h"
 #include "model/model.h"
 
 namespace hayate {
@@ -96,10 +98,13 @@ class CpuPagedBackend final : public BatchBackend {
     std::vector<float> k_new, kc, vc;  // per sequence: roped new keys; gathered K/V [len, kv_dim]
 
     cpu::embedding(ids, w_.embed.data(), V, H, x.data());  // x: [N, H]
+    clock_.lap(op::kEmbed);
     for (int l = 0; l < c_.num_layers; ++l) {
       const CpuLayer& L = w_.layers[size_t(l)];
       cpu::rmsnorm(x.data(), L.attn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
+      clock_.lap(op::kAttnNorm);
       cpu::matmul(L.wqkv.data(), h.data(), qkv.data(), N, qkv_dim, H);  // [N, q|k|v]
+      clock_.lap(op::kQkv);
       for (size_t i = 0; i < batch.seqs.size(); ++i) {
         const BatchSeq& s = batch.seqs[i];
         const int n = int(s.tokens.size()), pos = s.start_pos, len = pos + n;
@@ -118,6 +123,7 @@ class CpuPagedBackend final : public BatchBackend {
           std::copy_n(k_new.data() + size_t(t) * kv_dim, kv_dim, slot(k_pool_, l, s, pos + t));
           std::copy_n(v_row, kv_dim, slot(v_pool_, l, s, pos + t));
         }
+        clock_.lap(op::kRopeKv);
         // Gather positions [0, len) into contiguous K/V so that the reference
         // attention op (and its summation order) is reused unchanged.
         kc.resize(size_t(len) * kv_dim);
@@ -131,14 +137,20 @@ class CpuPagedBackend final : public BatchBackend {
         }
         cpu::attention(q.data() + r0 * q_dim, kc.data(), vc.data(), att.data() + r0 * q_dim, n, pos,
                        c_.num_heads, c_.num_kv_heads, c_.head_dim);
+        clock_.lap(op::kAttention);
       }
       cpu::matmul(L.wo.data(), att.data(), tmp.data(), N, H, q_dim);
       cpu::add(x.data(), tmp.data(), int64_t(N) * H);
+      clock_.lap(op::kOProj);
       cpu::rmsnorm(x.data(), L.ffn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
+      clock_.lap(op::kFfnNorm);
       cpu::matmul(L.w_gate_up.data(), h.data(), gu.data(), N, 2 * I, H);
+      clock_.lap(op::kGateUp);
       cpu::silu_mul(gu.data(), act.data(), N, I);
+      clock_.lap(op::kSiluMul);
       cpu::matmul(L.w_down.data(), act.data(), tmp.data(), N, H, I);
       cpu::add(x.data(), tmp.data(), int64_t(N) * H);
+      clock_.lap(op::kDown);
     }
 
     // LM head on the logits rows only (logit_rows): [m, H] -> [m, V].
@@ -153,7 +165,9 @@ class CpuPagedBackend final : public BatchBackend {
     for (int j = 0; j < m; ++j)
       std::copy_n(x.data() + size_t(rows_.token_row[size_t(j)]) * H, H, last.data() + size_t(j) * H);
     cpu::rmsnorm(last.data(), w_.final_norm.data(), last.data(), m, H, c_.rms_norm_eps);
+    clock_.lap(op::kFinalNorm);
     cpu::matmul(w_.lm(c_).data(), last.data(), logits.data(), m, V, H);
+    clock_.lap(op::kLmHead);
     for (size_t i = 0, j = 0; i < batch.seqs.size(); ++i) {
       const BatchSeq& s = batch.seqs[i];
       if (!s.sample) continue;
@@ -161,6 +175,7 @@ class CpuPagedBackend final : public BatchBackend {
       sampled[i] = sample_token(std::span<const float>(logits).subspan(row * V, size_t(V)),
                                 *s.sampling, s.sample_step);
     }
+    clock_.lap(op::kSample);
   }
 
   void last_logits_row(int j, std::span<float> out) override {
@@ -189,7 +204,39 @@ class CpuPagedBackend final : public BatchBackend {
   int max_logit_rows() const override { return max_logit_rows_; }
   double weight_bytes_per_token() const override { return weight_bytes_; }
 
+  // The fp32 matmul op on [64, 1024] x [1024, 1024]^T, best of three.
+  double measure_tflops() override {
+    constexpr int M = 64, N = 1024, K = 1024;
+    std::vector<float> w(size_t(N) * K, 0.01f), x(size_t(M) * K, 0.5f), y(size_t(M) * N);
+    double best = 1e30;
+    for (int r = 0; r < 3; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      cpu::matmul(w.data(), x.data(), y.data(), M, N, K);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return 2.0 * M * N * K / best / 1e12;
+  }
+
+  StepTimes profile_step(const Batch& batch, std::span<int32_t> sampled) override {
+    HAYATE_CHECK(unfinished_.empty(), "profile_step: a step is in flight");
+    StepTimes t;
+    t.plan = {{"backend", "cpu, fp32, one pass over every token row"},
+              {"rows", std::to_string(batch.num_tokens) + " token rows, " +
+                           std::to_string(batch.seqs.size()) + " sequences"},
+              {"matmul", "cpu::matmul (OpenMP over output rows) for every projection"},
+              {"attention", "per sequence over its blocks, gathered to contiguous K/V"}};
+    const auto t0 = std::chrono::steady_clock::now();
+    clock_.arm();
+    step(batch, sampled);
+    t.ops = clock_.take();
+    t.span_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (const OpTime& o : t.ops) t.kernel_ms += o.ms;
+    t.measured = true;
+    return t;
+  }
+
  private:
+  OpClock clock_;  // armed by profile_step() only
   std::vector<int32_t> prev_sampled_;             // ids of the last launched step, per seq
   std::deque<std::vector<int32_t>> unfinished_;  // ids of launched, unfinished steps
   std::vector<float> last_logits_;  // [logits rows of the last step, V]

@@ -84,6 +84,7 @@ void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, bool persistent, i
       }
     }
     graphs_.push_back(best);
+    matmuls_.push_back(best_mm);
     if (best_mm.gemv_rows > 0) gemv_max_ = std::max(gemv_max_, B);  // eager steps: m <= this
     cudaGraphExec_t shrt = nullptr;
     if (B <= short_max_rows) {

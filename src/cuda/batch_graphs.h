@@ -69,6 +69,8 @@ class DecodeGraphs {
   // graph. kind (when given) says which.
   enum class Kind { kRegular, kShort, kWholeRows };
   cudaGraphExec_t graph(size_t bucket, bool short_attn, int max_keys, Kind* kind = nullptr) const;
+  // How the bucket's graphs multiply (the capture's fastest candidate).
+  Matmul matmul(size_t bucket) const { return matmuls_[bucket]; }
   // Largest bucket whose graph runs batched GEMVs (eager steps follow it).
   int gemv_max() const { return gemv_max_; }
 
@@ -79,6 +81,7 @@ class DecodeGraphs {
   // short, whole: null where not captured; whole_keys_: the whole graph's bound
   std::vector<cudaGraphExec_t> graphs_, short_graphs_, whole_graphs_;
   std::vector<int> whole_keys_;
+  std::vector<Matmul> matmuls_;
   int gemv_max_ = 0;
 };
 

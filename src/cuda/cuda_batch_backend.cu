@@ -42,12 +42,14 @@
 #include "cuda/cuda_batch_backend.h"
 #include "cuda/device_info.h"
 #include "cuda/gemv_batched.h"
+#include "cuda/kernel_recorder.h"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
 #include "cuda/paged_attention.cuh"
 #include "cuda/pinned.h"
 #include "cuda/step_meta.h"
 #include "cuda/weights.h"
+#include "engine/step_profile.h"
 #include "model/model.h"
 
 namespace hayate {
@@ -178,6 +180,72 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   std::unique_ptr<RegionTimer> make_timer() override { return make_stream_timer(s_); }
   double measure_read_bandwidth_gbs() override { return cuda::measure_read_bandwidth_gbs(s_); }
 
+  // Layer 0's gate/up GEMM over min(max_tokens, 4096) rows: a prefill chunk's
+  // largest product, timed over 10 runs after a warm-up.
+  double measure_tflops() override {
+    const int m = std::min(max_tokens_, 4096), N = 2 * c_.intermediate_size, K = c_.hidden_size;
+    T* y = reinterpret_cast<T*>(big_);
+    const auto run = [&] { (*gemm_)(w_.layers[0].w_gate_up, xn_, m, N, K, y, false); };
+    time_on_stream(s_, run, 2);
+    const float ms = time_on_stream(s_, run, 10);
+    return 2.0 * m * N * K / (double(ms) * 1e-3) / 1e12;
+  }
+
+  // The step as launch() runs it, under CUPTI's kernel records; the
+  // persistent kernel's bucket runs its forward eagerly with the trace on.
+  StepTimes profile_step(const Batch& batch, std::span<int32_t> sampled) override {
+    HAYATE_CHECK(unfinished_.empty(), "profile_step: a step is in flight");
+    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));
+    StepTimes t;
+    t.plan = describe(batch);
+    const bool graph = batch.all_decode();
+    t.persistent = graph && graphs_.matmul(graphs_.bucket_of(int(batch.seqs.size()))).persistent;
+    int blocks = 0;
+    const int slots = persistent_trace_slots(c_.num_layers);
+    if (t.persistent) {
+      HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&blocks, cudaDevAttrMultiProcessorCount, device_));
+      if (!trace_) trace_ = alloc<unsigned long long>(size_t(blocks) * size_t(slots));
+      persist_.trace = trace_;
+    }
+    profile_persistent_ = t.persistent;
+    std::string why;
+    std::unique_ptr<KernelRecorder> rec = KernelRecorder::start(&why);
+    step(batch, sampled);
+    std::vector<KernelRecord> ks;
+    if (rec) ks = rec->stop();
+    persist_.trace = nullptr;
+    profile_persistent_ = false;
+    if (!rec) {
+      t.why = why;
+      return t;
+    }
+    HAYATE_CHECK(!ks.empty(), "profile: CUPTI recorded no kernels for the step");
+    std::vector<std::pair<std::string, double>> kinds;
+    double persistent_ms = 0;
+    for (const KernelRecord& k : ks) {
+      const double ms = double(k.end_ns - k.start_ns) / 1e6;
+      t.kernel_ms += ms;
+      const std::string kind = kernel_kind(k.name);
+      if (kind == "persistent") persistent_ms += ms;
+      else kinds.push_back({kind, ms});
+    }
+    t.span_ms = double(ks.back().end_ns - ks.front().start_ns) / 1e6;
+    std::vector<OpCost> costs = step_costs(c_, StepDtypes{int(sizeof(T)), int(sizeof(T)), 4}, batch);
+    if (t.persistent) costs = fuse_persistent(costs);
+    t.ops = attribute(kinds, expand_calls(costs, true));
+    if (t.persistent) {  // the one kernel's phases, after the embedding
+      std::vector<unsigned long long> tr(size_t(blocks) * size_t(slots));
+      HAYATE_CUDA_CHECK(cudaMemcpy(tr.data(), trace_, tr.size() * sizeof(tr[0]),
+                                   cudaMemcpyDeviceToHost));
+      const std::vector<OpTime> ph = persistent_phases(tr, blocks, c_.num_layers, persistent_ms);
+      auto at = std::find_if(t.ops.begin(), t.ops.end(),
+                             [](const OpTime& o) { return o.name == op::kEmbed; });
+      t.ops.insert(at == t.ops.end() ? t.ops.begin() : at + 1, ph.begin(), ph.end());
+    }
+    t.measured = true;
+    return t;
+  }
+
   DecodeGraphReplays graph_replays() const override { return replays_; }
 
   std::vector<float> last_logits() override {
@@ -247,7 +315,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     unpack_step_meta(f.meta_dev, words, meta_dst(), d_out_, s_);
 
     const bool short_attn = dec_keys <= short_keys_;  // padding rows: one key
-    if (use_graph) {
+    if (use_graph && profile_persistent_) {  // profile_step(): the bucket's plan, eagerly
+      forward(StepPlan{rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m, graphs_.matmul(bucket),
+                       short_attn, dec_keys});
+    } else if (use_graph) {
       DecodeGraphs::Kind kind = DecodeGraphs::Kind::kRegular;
       HAYATE_CUDA_CHECK(cudaGraphLaunch(graphs_.graph(bucket, short_attn, dec_keys, &kind), s_));
       ++(kind == DecodeGraphs::Kind::kShort       ? replays_.short_attn
@@ -297,6 +368,95 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   }
 
  private:
+  // What a step over `batch` runs (profile_step()), as launch() decides it.
+  std::vector<std::pair<std::string, std::string>> describe(const Batch& batch) const {
+    const int S = int(batch.seqs.size()), T_ = batch.num_tokens;
+    const bool graph = batch.all_decode();
+    const size_t bucket = graph ? graphs_.bucket_of(S) : 0;
+    int n_dec = 0, n_pre = 0, dec_keys = 0;
+    for (const BatchSeq& q : batch.seqs) {
+      if (q.tokens.size() == 1) {
+        ++n_dec;
+        dec_keys = std::max(dec_keys, q.start_pos + 1);
+      } else {
+        ++n_pre;
+      }
+    }
+    const Matmul mm = graph ? graphs_.matmul(bucket) : Matmul{graphs_.gemv_max(), false};
+    const bool short_attn = dec_keys <= short_keys_;
+    DecodeGraphs::Kind kind = DecodeGraphs::Kind::kRegular;
+    if (graph) graphs_.graph(bucket, short_attn, dec_keys, &kind);
+    std::vector<std::pair<std::string, std::string>> p;
+    p.push_back({"backend", cat("cuda, ", sizeof(T) == 2 && std::is_same_v<T, half> ? "fp16" : "bf16",
+                                " weights and activations, fp32 residual and logits")});
+    p.push_back({"step", graph ? cat(T_, " decode rows: CUDA graph of bucket ", graphs_.rows(bucket),
+                                     " (", graphs_.rows(bucket) - T_, " padding rows)")
+                               : cat(T_, " token rows, eager: ", n_pre, " prefill chunks, ", n_dec,
+                                     " decode rows")});
+    if (mm.persistent) {
+      p.push_back({"matmul", "persistent decode kernel: every layer and the LM head in one "
+                             "launch, weights streamed through each SM's ring"});
+      p.push_back({"attention", "inside the persistent kernel: KV splits spread over the blocks"});
+      p.push_back({"epilogues", "RMSNorm > QKV > RoPE + KV append; o_proj + residual; RMSNorm > "
+                                "gate/up > SiLU*mul; down + residual; final RMSNorm > LM head"});
+    } else {
+      p.push_back({"matmul", T_ <= mm.gemv_rows
+                                 ? cat("batched GEMV (rows <= ", mm.gemv_rows, ")")
+                                 : std::string("cuBLAS GEMMs, algorithm per shape and row count "
+                                               "tuned at start-up")});
+      std::string att;
+      if (n_dec > 0)
+        att = short_attn ? cat("decode: one pass (every row <= ", short_keys_, " keys)")
+              : kind == DecodeGraphs::Kind::kWholeRows
+                  ? std::string("decode: split kernel, one slot per (row, kv head)")
+                  : cat("decode: split over up to ", n_splits_, " partitions, then combined");
+      if (n_pre > 0) att += cat(att.empty() ? "" : "; ", "prefill: tiled causal over the block table");
+      p.push_back({"attention", att});
+      p.push_back({"epilogues", gemm_->t_out() && T_ > mm.gemv_rows
+                                    ? "QKV, gate/up write fp16 (read by rope_kv, silu_mul); o_proj, "
+                                      "down accumulate into the fp32 residual"
+                                    : "every product writes fp32; o_proj, down accumulate into the "
+                                      "residual"});
+    }
+    p.push_back({"sampling", "greedy argmax per row on the device; temperature rows batched or "
+                             "row by row (start-up timing)"});
+    return p;
+  }
+
+  // The persistent kernel's phases from its trace (ops.h: the layout): per
+  // phase the mean over blocks, summed over layers; what the kernel's CUPTI
+  // time holds beyond the first and last stamps is its entry and exit.
+  static std::vector<OpTime> persistent_phases(const std::vector<unsigned long long>& tr,
+                                               int blocks, int layers, double kernel_ms) {
+    const int slots = persistent_trace_slots(layers);
+    double qkv = 0, att = 0, o = 0, gu = 0, down = 0, lm = 0, bar = 0, inside = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const unsigned long long* s = tr.data() + size_t(b) * slots;
+      const auto d = [&](int i, int j) { return double(s[j] - s[i]) / 1e6; };
+      int prev = 0;
+      for (int l = 0; l < layers; ++l) {
+        const int x = 1 + 9 * l;
+        qkv += d(prev, x);
+        bar += d(x, x + 1);
+        att += d(x + 1, x + 2);
+        o += d(x + 2, x + 3);
+        bar += d(x + 3, x + 4);
+        gu += d(x + 4, x + 5);
+        bar += d(x + 5, x + 6);
+        down += d(x + 6, x + 7);
+        bar += d(x + 7, x + 8);
+        prev = x + 8;
+      }
+      lm += d(prev, slots - 1);
+      inside += d(0, slots - 1);
+    }
+    const double n = blocks, L = layers;
+    return {{op::kQkv, qkv / n, layers},        {op::kAttention, att / n, layers},
+            {op::kOProj, o / n, layers},        {op::kGateUp, gu / n, layers},
+            {op::kDown, down / n, layers},      {op::kLmHead, lm / n, 1},
+            {op::kBarrier, bar / n, int(4 * L)}, {"entry_exit", kernel_ms - inside / n, 1}};
+  }
+
   // ---- the forward pass over `rows` token rows ----------------------------------
   // What one forward pass runs, decided once per step (step()) or per graph
   // (capture_graphs()) from the batch's shapes; forward() reads it and
@@ -705,6 +865,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   SamplerPath sampler_ = SamplerPath::kAuto;
   bool persistent_ = false;  // bucket 1 may run on the persistent kernel
   PersistentDecode<T> persist_{};  // layers == nullptr: bucket 1 on batched GEMVs or cuBLAS
+  unsigned long long* trace_ = nullptr;  // the persistent kernel's timestamps (profile_step)
+  bool profile_persistent_ = false;      // profile_step(): bucket 1's forward runs eagerly
   PersistentLayer<T>* persist_layers_ = nullptr;
   float *persist_h2_ = nullptr, *persist_part_o_ = nullptr, *persist_part_ml_ = nullptr;
   unsigned* persist_barrier_ = nullptr;

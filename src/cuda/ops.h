@@ -52,7 +52,14 @@ struct PersistentDecode {
   float* logits;            // [vocab]
   unsigned* barrier;        // [2], zeroed once; the kernel leaves it zero
   int* counters;            // [persistent_counters(n_layers, n_kv_heads)], the same
+  // null, or [gridDim.x][persistent_trace_slots(n_layers)]: each block's
+  // %globaltimer (ns) where its consumers finish a phase and leave its
+  // barrier (`hayate profile`): [0] start; per layer l from 1 + 9 l: QKV
+  // done, past its barrier, attention done (o_proj's inputs ready), o_proj
+  // done, past its barrier, gate/up done, past, down done, past; last: LM head done.
+  unsigned long long* trace = nullptr;
 };
+__host__ __device__ inline int persistent_trace_slots(int n_layers) { return 2 + 9 * n_layers; }
 // Counters, as offsets into one int array: a tile counter per GEMV phase
 // (claims: 4 per layer and the LM head), then per layer and kv head the
 // attention splits done, then per layer the kv heads whose attention output

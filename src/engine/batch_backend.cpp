@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "engine/step_profile.h"
 
 namespace hayate {
 
@@ -11,6 +12,13 @@ void BatchBackend::step(const Batch& batch, std::span<int32_t> sampled) {
                " output slots for ", batch.seqs.size(), " sequences");
   launch(batch);
   finish(sampled);
+}
+
+StepTimes BatchBackend::profile_step(const Batch& batch, std::span<int32_t> sampled) {
+  step(batch, sampled);
+  StepTimes t;
+  t.why = "the " + name() + " backend measures no per-op times";
+  return t;
 }
 
 void validate_batch(const Batch& batch, int max_model_len, int block_size, int num_blocks,

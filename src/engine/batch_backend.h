@@ -35,6 +35,8 @@ class RegionTimer {
   virtual double stop_ms() = 0;
 };
 
+struct StepTimes;  // engine/step_profile.h
+
 struct DeviceInfo {
   std::string name = "cpu";
   std::string driver_version;  // e.g. "580.95.05"
@@ -124,6 +126,14 @@ class BatchBackend {
   virtual std::unique_ptr<RegionTimer> make_timer();  // default: steady clock
   // Measured device read bandwidth in GB/s (a large on-device copy), 0 on cpu.
   virtual double measure_read_bandwidth_gbs() { return 0.0; }
+  // Sustained matmul rate in TFLOP/s (a large GEMM in the compute dtype on
+  // the GPU, the fp32 matmul op on the CPU), for `hayate profile`'s floors.
+  virtual double measure_tflops() { return 0.0; }
+  // step() once, with what it ran and how long each op took (`hayate
+  // profile`): no step may be in flight. Times are the device's (cuda:
+  // CUPTI's kernel records; the persistent kernel's phases from its own
+  // timestamps) or the host's per op (cpu). Default: step(), no per-op times.
+  virtual StepTimes profile_step(const Batch& batch, std::span<int32_t> sampled);
   // Bytes of weights one decode step reads (every weight once, lm_head included).
   virtual double weight_bytes_per_token() const = 0;
 

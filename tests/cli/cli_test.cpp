@@ -312,5 +312,95 @@ TEST(Cli, InstalledBinaryFindsItsAssetsNextToItself) {
   fs::remove_all(prefix);
 }
 
+// `hayate profile` on the CPU: the plan, and every op's bytes and FLOPs as
+// dummy:tiny's shapes give them (written out here from its config.json:
+// hidden 128, intermediate 384, 4 layers, 4 heads and 2 kv heads of 32, vocab
+// 128256, untied; the CPU backend reads and writes fp32).
+TEST(Cli, ProfileCountsTheModelsBytes) {
+  const std::string path = ::testing::TempDir() + "/hayate_profile_" + std::to_string(::getpid()) + ".json";
+  const Proc r = hayate(tiny({"profile", "--batch", "3", "--context", "20", "--prompt-len", "9",
+                              "--runs", "2", "--json", path}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("== decode step: batch 3, context 20"), std::string::npos) << r.out;
+  std::ifstream f(path);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  std::remove(path.c_str());
+  EXPECT_EQ(j["schema"], "hayate-profile/1");
+  ASSERT_EQ(j["steps"].size(), 2u);
+  const double D = 128, I = 384, L = 4, qd = 4 * 32, kvd = 2 * 32, V = 128256, B = 4;
+  const auto op = [](const nlohmann::json& step, const std::string& name) {
+    for (const nlohmann::json& o : step["ops"])
+      if (o["name"] == name) return o;
+    ADD_FAILURE() << "no op " << name;
+    return nlohmann::json();
+  };
+  for (const nlohmann::json& st : j["steps"]) {
+    const bool decode = st["kind"] == "decode";
+    const double N = decode ? 3 : 9;           // token rows
+    const double m = decode ? 3 : 1;           // logits rows: one per sampling sequence
+    const double keys = decode ? 3 * 21 : 9;   // cached keys read, every sequence
+    const double attended = decode ? 3 * 21 : 9 * 10 / 2;  // causal (query, key) pairs
+    EXPECT_TRUE(st["measured"].get<bool>()) << st["unmeasured_reason"];
+    const nlohmann::json qkv = op(st, "qkv");
+    EXPECT_EQ(qkv["calls"], 4);
+    EXPECT_DOUBLE_EQ(qkv["bytes_read"].get<double>(), L * ((qd + 2 * kvd) * D + N * D) * B);
+    EXPECT_DOUBLE_EQ(qkv["bytes_written"].get<double>(), L * N * (qd + 2 * kvd) * B);
+    EXPECT_DOUBLE_EQ(qkv["flops"].get<double>(), L * 2 * N * (qd + 2 * kvd) * D);
+    const nlohmann::json gu = op(st, "gate_up"), down = op(st, "down");
+    EXPECT_DOUBLE_EQ(gu["flops"].get<double>(), L * 2 * N * 2 * I * D);
+    EXPECT_DOUBLE_EQ(down["bytes_read"].get<double>(), L * (D * I + N * I + N * D) * B);
+    const nlohmann::json att = op(st, "attention");
+    EXPECT_DOUBLE_EQ(att["bytes_read"].get<double>(), L * (keys * 2 * kvd + N * qd) * B);
+    EXPECT_DOUBLE_EQ(att["flops"].get<double>(), L * 4 * attended * qd);
+    const nlohmann::json lm = op(st, "lm_head");
+    EXPECT_DOUBLE_EQ(lm["bytes_read"].get<double>(), (V * D + m * D) * B);
+    EXPECT_DOUBLE_EQ(lm["bytes_written"].get<double>(), m * V * B);
+    // Every op was timed, and the times add up to the step's.
+    double sum = 0;
+    for (const nlohmann::json& o : st["ops"]) {
+      ASSERT_FALSE(o["measured_ms"].is_null()) << o["name"];
+      EXPECT_GE(o["measured_ms"].get<double>(), 0.0);
+      sum += o["measured_ms"].get<double>();
+    }
+    EXPECT_NEAR(sum, st["kernel_ms"].get<double>(), 1e-9);
+    EXPECT_GT(st["floor_ms"].get<double>(), 0.0);
+  }
+  // `hayate report` draws it: a bar per op.
+  std::ofstream(path) << j.dump();
+  const Proc rep = hayate({"report", path});
+  std::remove(path.c_str());
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("decode step, batch 3, context 20"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("  lm_head"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("|#"), std::string::npos) << rep.out;
+}
+
+// bench --explain: per run, the decode step's bytes (every weight once and
+// the K/V rows of the run's mean context: dummy:tiny has 4 layers of 2 kv
+// heads x 32, fp32 on the CPU) and the bandwidth that decode rate achieves.
+TEST(Cli, BenchExplainCountsTheBytesPerToken) {
+  const std::string path = ::testing::TempDir() + "/hayate_explain_" + std::to_string(::getpid()) + ".json";
+  const Proc r = hayate(tiny({"bench", "--runs", "2", "--max-new-tokens", "6", "--explain",
+                              "--json", path}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(path);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  std::remove(path.c_str());
+  const double weights = j["model"]["weight_bytes_per_token"].get<double>();
+  const nlohmann::json run = j["runs"][0];
+  const double ctx = run["prompt_tokens"].get<double>() + run["new_tokens"].get<double>() / 2;
+  const double bytes = weights + 2.0 * 64 * 4 * 4 * ctx;
+  char want[64];
+  std::snprintf(want, sizeof want, "%.3f GB/token", bytes / 1e9);
+  EXPECT_NE(r.out.find("  run  1: prefill"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+}
+
+TEST(Cli, ProfileRejectsShapesTheModelCannotTake) {
+  expect_one_line_error(tiny({"profile", "--context", "5000"}), "max_position_embeddings");
+  expect_one_line_error(tiny({"profile", "--batch", "0"}), "--batch");
+  expect_one_line_error(tiny({"profile", "--context", "-3"}), "--context");
+}
+
 }  // namespace
 }  // namespace hayate

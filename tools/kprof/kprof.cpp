@@ -6,6 +6,7 @@
 // stderr):
 //   - the span from the first record's start to the last one's end, the time
 //     the GPU ran something (union of intervals) and the idle rest;
+//   - the idle gaps of at least 5 us, by the kernels before and after them;
 //   - per kernel name, split by launch kind (graph / eager): count, total ms,
 //     mean us, share of all kernel time;
 //   - the same per name and grid, for the largest entries (cuBLAS runs one
@@ -146,6 +147,32 @@ void report() {
   std::fprintf(f, "kprof: %zu records; span %.1f ms, GPU busy %.1f ms, idle %.1f ms (%.1f %%)\n",
                r.size(), span / 1e6, busy / 1e6, (span - busy) / 1e6,
                100.0 * (span - busy) / span);
+  // Where the device idles: gaps of at least 5 us between one record's end
+  // and the next one's start, by the pair of kernels around them.
+  {
+    std::map<std::pair<std::string, std::string>, Sum> gaps;
+    unsigned long long end = r[0].end;
+    const Record* before = &r[0];
+    for (size_t i = 1; i < r.size(); ++i) {
+      if (r[i].start > end + 5000) {
+        Sum& g = gaps[{before->name, r[i].name}];
+        ++g.count;
+        g.ns += double(r[i].start - end);
+      }
+      if (r[i].end > end) {
+        end = r[i].end;
+        before = &r[i];
+      }
+    }
+    std::vector<std::pair<std::pair<std::string, std::string>, Sum>> v(gaps.begin(), gaps.end());
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+    std::fprintf(f, "idle gaps >= 5 us, by the kernels before and after (largest 15)\n%10s %10s  %s\n",
+                 "count", "total ms", "before -> after");
+    for (size_t i = 0; i < v.size() && i < 15; ++i)
+      std::fprintf(f, "%10ld %10.2f  %s -> %s\n", v[i].second.count, v[i].second.ns / 1e6,
+                   v[i].first.first.c_str(), v[i].first.second.c_str());
+    std::fprintf(f, "\n");
+  }
   std::map<std::pair<std::string, bool>, Sum> by_name;
   std::map<std::string, Sum> by_grid;
   double graph_ns = 0;

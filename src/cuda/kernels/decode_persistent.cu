@@ -20,7 +20,8 @@ namespace hayate::cuda {
 
 namespace {
 
-template <typename T, int HD>
+// kTrace: a.trace is set (`hayate profile`); the untraced kernel has no trace code at all.
+template <typename T, int HD, bool kTrace>
 __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(PersistentDecode<T> a) {
   extern __shared__ __align__(128) unsigned char stages[];  // [S][32 KB]
   __shared__ __align__(8) uint64_t full[kPersistStages], empty[kPersistStages], done[kPersistParts];
@@ -70,6 +71,14 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
             &rope_cs[threadIdx.x]);
   }
   consumer_sync();  // rope_cs
+  unsigned long long* const trace =  // `hayate profile` only: this block's timestamps
+      kTrace && threadIdx.x == 0 ? a.trace + size_t(blockIdx.x) * persistent_trace_slots(L_)
+                                 : nullptr;
+  int ts = 0;
+  const auto stamp = [&] {
+    if (trace) trace[ts++] = globaltimer_ns();
+  };
+  stamp();
   auto from = [](const float* v) {
     return [v](int c, float (&x)[8]) { load8_cg(v + size_t(c) * 8, x); };
   };
@@ -81,36 +90,46 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     // q [Hq d] roped; k, v -> cache[pos]
     persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
                                       qkv_epi(L), j, jd);
+    stamp();
     grid_sync(a.barrier, k);
+    stamp();
     // attn [Hq d] over [0, pos]
     persist_attend<T, HD>(a.q, cache(L), a.n_heads, nkv, keys, a.part_o, a.part_ml,
                           split_done + l * nkv, a.attn, attn_done + l, pre, prefetched);
     persist_wait(attn_done + l, nkv);  // every kv head's output
+    stamp();
     // h2 = h + Wo attn
     persist_consume<T, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from(a.attn),
                                        ResidualCgEpi<2>{a.h, a.h2}, j, jd);
+    stamp();
     grid_sync(a.barrier, k);
+    stamp();
     // act [I] = silu(g) u of rmsnorm(h2)
     persist_consume<T, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from(a.h2),
                                       SiluMulEpi{a.act, I}, j, jd);
+    stamp();
     grid_sync(a.barrier, k);
+    stamp();
     // h = h2 + Wdown act
     persist_consume<T, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from(a.act),
                                        ResidualCgEpi<1>{a.h2, a.h}, j, jd);
+    stamp();
     grid_sync(a.barrier, k);
+    stamp();
   }
   // logits [V] = lm_head rmsnorm(h)
   persist_consume<T, 2, 2, 4, true>(rg, D, a.vocab / 2, a.final_norm, a.eps, from(a.h),
                                     StoreEpi<2>{a.logits}, j, jd);
+  stamp();
   persist_exit(a.barrier, a.counters, cl.total);
 }
 
 // One cooperative block per SM; the launch's error is returned (a grid that
 // cannot be resident at once is refused there).
 // refuse (tests): ask for per_sm + 1 blocks per SM, which the runtime must refuse.
-template <typename T, int HD>
+template <typename T, int HD, bool kTrace>
 cudaError_t launch_persistent(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
-  auto kernel = decode_persistent_kernel<T, HD>;
+  auto kernel = decode_persistent_kernel<T, HD, kTrace>;
   const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
   HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int device = 0, sms = 0, per_sm = 0;
@@ -127,10 +146,14 @@ cudaError_t persistent_launch(const PersistentDecode<T>& a, cudaStream_t s, bool
   HAYATE_CHECK(persistent_decode_supported(a.hidden, a.inter, a.vocab, a.n_heads, a.n_kv_heads,
                                            a.head_dim),
                "persistent decode: unsupported shape");
+  const bool trace = a.trace != nullptr;
   switch (a.head_dim) {
-    case 32: return launch_persistent<T, 32>(a, s, refuse);
-    case 64: return launch_persistent<T, 64>(a, s, refuse);
-    default: return launch_persistent<T, 128>(a, s, refuse);
+    case 32: return trace ? launch_persistent<T, 32, true>(a, s, refuse)
+                          : launch_persistent<T, 32, false>(a, s, refuse);
+    case 64: return trace ? launch_persistent<T, 64, true>(a, s, refuse)
+                          : launch_persistent<T, 64, false>(a, s, refuse);
+    default: return trace ? launch_persistent<T, 128, true>(a, s, refuse)
+                          : launch_persistent<T, 128, false>(a, s, refuse);
   }
 }
 
