@@ -97,7 +97,7 @@ void run_throughput_mode(const BenchArgs& a) {
   bo.max_num_seqs = t.max_num_seqs;
   bo.max_num_batched_tokens = t.max_num_batched_tokens;
   bo.gpu_memory_fraction = a.gpu_memory_fraction;
-  bo.dtype = parse_dtype(a.model.dtype);
+  bo.dtype = resolve_dtype(a.model, model.config);
   std::unique_ptr<BatchBackend> backend = make_batch_backend(backend_name, model, bo);
   bench::ThroughputResult r = bench::run_throughput(*backend, tok.get(), t, &std::cerr);
   r.engine_version = bench::hayate_version();
@@ -124,6 +124,8 @@ void run_throughput_mode(const BenchArgs& a) {
 // --mode serve: the serving benchmark client (vllm bench serve's figures).
 void run_serve_mode(const BenchArgs& a) {
   bench::ServeBenchOptions o = a.serve;
+  if (o.api_key.empty())
+    if (const char* k = std::getenv("OPENAI_API_KEY")) o.api_key = k;
   HAYATE_CHECK(!o.endpoint.empty(), "--mode serve needs --endpoint http://HOST:PORT/v1");
   bench::ThroughputOptions t = a.throughput;
   if (!a.preset.empty()) {  // the preset's requests, sent to the endpoint
@@ -223,7 +225,7 @@ void run_bench_command(const BenchArgs& a) {
   r.system.host = bench::host_name();
   r.model.spec = spec;
   r.model.dtype =
-      backend.name() == "cpu" ? "float32" : std::string(dtype_name(parse_dtype(a.model.dtype)));
+      backend.name() == "cpu" ? "float32" : std::string(dtype_name(resolve_dtype(a.model, model.config)));
   r.model.seed = a.model.seed;
   r.model.weight_bytes_per_token = backend.weight_bytes_per_token();
   r.startup.tokenizer_s = tokenizer_s;
@@ -309,12 +311,13 @@ void add_bench_command(CLI::App& app) {
   auto* step_tokens = cmd->add_option("--max-num-batched-tokens", t.max_num_batched_tokens,
                                       "throughput: tokens per engine step (max-load-128: 16384)")
                           ->capture_default_str();
-  cmd->add_option("--gpu-memory-fraction", a->gpu_memory_fraction,
+  cmd->add_option("--gpu-memory-utilization,--gpu-memory-fraction", a->gpu_memory_fraction,
                   "throughput on cuda: share of GPU memory for weights + KV pool");
   cmd->add_option("--endpoint", a->serve.endpoint, "serve: http://HOST:PORT/v1");
   cmd->add_option("--request-rate", a->request_rate, "serve: requests/s (Poisson) or inf");
   cmd->add_option("--max-concurrency", a->serve.max_concurrency, "serve: most requests in flight");
-  cmd->add_option("--api-key", a->serve.api_key, "serve: bearer token");
+  cmd->add_option("--api-key", a->serve.api_key,
+                  "serve: bearer token (default: $OPENAI_API_KEY, as vllm bench serve)");
   cmd->add_option("--label", a->serve.label, "serve: what the endpoint runs (hayate, vllm, ...)");
   cmd->add_option("--served-model", a->serve.model, "serve: model name (default: the first)");
   cmd->callback([a, seqs, step_tokens] {

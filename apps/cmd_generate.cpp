@@ -95,7 +95,7 @@ void run(const GenerateArgs& a, bool max_length_given) {
   const int64_t need = int64_t(prompt.size()) + max_new;
   HAYATE_CHECK(need <= L.backend().max_model_len(), "prompt of ", prompt.size(), " tokens + ",
                max_new, " new tokens exceeds the context of ", L.backend().max_model_len(),
-               " tokens (raise --max-context)");
+               " tokens (raise --max-model-len)");
   const auto t0 = std::chrono::steady_clock::now();
   GenerateResult r = generate(L.engine(), prompt, opt, cb);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -233,7 +233,7 @@ void run_profile(const ProfileArgs& a) {
   bo.num_blocks = (a.batch + (a.prompt_len > 0 ? 1 : 0)) * per;
   bo.max_num_seqs = a.batch;
   bo.max_num_batched_tokens = std::max({512, a.batch, a.prompt_len});
-  bo.dtype = parse_dtype(a.model.dtype);
+  bo.dtype = resolve_dtype(a.model, model.config);
   std::unique_ptr<BatchBackend> be = make_batch_backend(backend, model, bo);
   const double gbs = be->name() == "cuda" ? be->measure_read_bandwidth_gbs() : host_read_gbs();
   const double tflops = be->measure_tflops();

@@ -1,9 +1,11 @@
 #include "apps/common.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/check.h"
 #include "cpu/cpu_paged_backend.h"
+#include "model/hf_cache.h"
 #if HAYATE_HAVE_CUDA
 #include "cuda/cuda_batch_backend.h"
 #endif
@@ -34,39 +36,96 @@ std::unique_ptr<BatchBackend> make_batch_backend(const std::string& name, const 
   fail(cat("unknown backend '", name, "' (expected cpu or cuda)"));
 }
 
-void add_model_options(CLI::App* cmd, ModelArgs& args) {
-  cmd->add_option("--model,-m", args.model,
-                  "checkpoint directory or dummy:NAME (llama-3.1-8b, llama-3.2-1b, tiny); "
-                  "default dummy:llama-3.1-8b on a GPU, else dummy:tiny");
+void add_model_options(CLI::App* cmd, ModelArgs& args, bool serving) {
+  cmd->add_option("model,--model,-m", args.model,
+                  serving ? "checkpoint directory, Hugging Face id ORG/NAME (from the local "
+                            "cache) or dummy:NAME (llama-3.1-8b, llama-3.2-1b, tiny)"
+                          : "checkpoint directory, Hugging Face id ORG/NAME (from the local "
+                            "cache) or dummy:NAME (llama-3.1-8b, llama-3.2-1b, tiny); default "
+                            "dummy:llama-3.1-8b on a GPU, else dummy:tiny");
+  cmd->add_option("--revision", args.revision,
+                  "branch, tag or commit of a Hugging Face id (refs/ in the cache)")
+      ->capture_default_str();
   cmd->add_option("--backend", args.backend, "auto, cpu or cuda")->capture_default_str();
-  cmd->add_option("--dtype", args.dtype, "GPU weight dtype: float16 or bfloat16")
+  cmd->add_option("--dtype", args.dtype,
+                  "weights and compute on the GPU: auto (the checkpoint's), float16 (half), "
+                  "bfloat16; the CPU always computes in float32")
       ->capture_default_str();
   cmd->add_option("--tokenizer", args.tokenizer,
                   "directory with tokenizer.json (default: the checkpoint's)");
   cmd->add_option("--seed", args.seed, "seed of dummy weights and of sampling")
       ->capture_default_str();
-  cmd->add_option("--max-context", args.max_context,
-                  "KV-cache capacity in tokens (default min(max_position_embeddings, 8192))");
+  cmd->add_option(serving ? "--max-model-len,--max-context,--ctx-size,-c"
+                          : "--max-model-len,--max-context",
+                  args.max_context,
+                  "context length in tokens, prompt + output (default min(max_position_embeddings, "
+                  "8192))");
 }
 
 std::string resolve_backend(const ModelArgs& args) {
+  HAYATE_CHECK(args.backend == "auto" || args.backend == "cpu" || args.backend == "cuda",
+               "--backend: unknown backend '", args.backend, "' (expected auto, cpu or cuda)");
+  check_dtype(args.dtype);  // every command resolves its backend before loading
   if (args.backend != "auto") return args.backend;
   return cuda_available() ? "cuda" : "cpu";
 }
 
 std::string resolve_model(const ModelArgs& args, const std::string& backend) {
-  if (!args.model.empty()) return args.model;
-  return backend == "cuda" ? "dummy:llama-3.1-8b" : "dummy:tiny";
+  if (args.model.empty()) return backend == "cuda" ? "dummy:llama-3.1-8b" : "dummy:tiny";
+  if (args.model.rfind("dummy:", 0) == 0 || std::filesystem::is_directory(args.model))
+    return args.model;
+  HAYATE_CHECK(looks_like_hub_id(args.model), "--model '", args.model,
+               "' is not a directory, a Hugging Face id (ORG/NAME) or dummy:NAME");
+  return resolve_hf_snapshot(args.model, args.revision,
+                             hf_hub_cache_dir(std::getenv("HF_HUB_CACHE"), std::getenv("HF_HOME"),
+                                              std::getenv("XDG_CACHE_HOME"), std::getenv("HOME")));
 }
 
-DType parse_dtype(const std::string& name) {
+void check_dtype(const std::string& name) {
+  for (const char* ok : {"auto", "float16", "half", "fp16", "bfloat16", "bf16", "float32", "float",
+                         "fp32"})
+    if (name == ok) return;
+  fail(cat("--dtype: unknown dtype '", name, "' (expected auto, float16, bfloat16 or float32)"));
+}
+
+static DType parse_dtype(const std::string& name) {
   if (name == "float16" || name == "fp16" || name == "half") return DType::F16;
   if (name == "bfloat16" || name == "bf16") return DType::BF16;
-  if (name == "float32" || name == "fp32") return DType::F32;
-  fail(cat("--dtype: unknown dtype '", name, "' (expected float16 or bfloat16)"));
+  if (name == "float32" || name == "fp32" || name == "float") return DType::F32;
+  fail(cat("--dtype: unknown dtype '", name, "' (expected auto, float16, bfloat16 or float32)"));
 }
 
-std::string assets_dir() { return HAYATE_ASSETS_DIR; }
+DType resolve_dtype(const ModelArgs& args, const ModelConfig& config) {
+  check_dtype(args.dtype);
+  if (args.dtype != "auto") return parse_dtype(args.dtype);
+  // vLLM's auto: the checkpoint's half type; fp32 checkpoints run in fp16.
+  return config.torch_dtype == DType::BF16 ? DType::BF16 : DType::F16;
+}
+
+std::string hayate_home() {
+  namespace fs = std::filesystem;
+  auto has_assets = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_directory(p / "assets", ec);
+  };
+  if (const char* h = std::getenv("HAYATE_HOME"); h && *h) {
+    HAYATE_CHECK(has_assets(h), "HAYATE_HOME=", h, " has no assets/ folder");
+    return h;
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& p : {exe.parent_path() / ".." / "share" / "hayate",
+                              exe.parent_path() / ".." / ".."})
+      if (has_assets(p)) return p.lexically_normal().string();
+  }
+  if (has_assets(".")) return ".";
+  fail("hayate's assets/ folder was not found (next to the binary: ../share/hayate/assets "
+       "when installed, ../../assets in a build tree; or set HAYATE_HOME); scripts/setup.sh "
+       "fetches them");
+}
+
+std::string assets_dir() { return hayate_home() + "/assets"; }
 
 static std::string tokenizer_dir_for(const ModelArgs& args, const Model& model) {
   return args.tokenizer.empty() ? model.tokenizer_dir : args.tokenizer;
@@ -86,7 +145,7 @@ LocalEngine make_local_engine(const std::string& backend, const Model& model,
   bo.max_num_seqs = sequences;
   bo.max_num_batched_tokens = std::max(std::min(bo.max_model_len, 2048), sequences);
   bo.max_logit_rows = logit_rows;
-  bo.dtype = parse_dtype(args.dtype);
+  bo.dtype = resolve_dtype(args, model.config);
   LocalEngine out;
   out.backend = make_batch_backend(backend, model, bo);
   EngineOptions eo;

@@ -16,22 +16,42 @@
 namespace hayate {
 
 struct ModelArgs {
-  std::string model;             // empty: dummy:llama-3.1-8b on a GPU, else dummy:tiny
-  std::string backend = "auto";  // auto | cpu | cuda
+  // A checkpoint directory, a Hugging Face repository id (ORG/NAME, from the
+  // local cache) or dummy:NAME; empty: dummy:llama-3.1-8b on a GPU, else
+  // dummy:tiny (serve refuses an empty one).
+  std::string model;
+  std::string revision = "main";  // of a repository id
+  std::string backend = "auto";   // auto | cpu | cuda
+  // auto (the checkpoint's torch_dtype, fp16 for fp32 checkpoints, as vLLM)
+  // | float16 | bfloat16 | float32 (cpu). The default stays float16, the
+  // dtype every figure in docs/benchmarks.md was measured in.
   std::string dtype = "float16";
   std::string tokenizer;         // directory; default: the checkpoint's, or assets for dummy:
   uint64_t seed = 0;
   int max_context = 0;
 };
 
-void add_model_options(CLI::App* cmd, ModelArgs& args);
+// The model options, each declared once with its aliases: vLLM's names
+// first, hayate's older ones after. `serving` adds llama-server's short
+// names (-c) where the command has no option of its own under them.
+void add_model_options(CLI::App* cmd, ModelArgs& args, bool serving = false);
 
-// The resolved choices ("auto" and an empty model made concrete).
+// The resolved choices ("auto" and an empty model made concrete). A
+// repository id becomes its snapshot folder in the local Hugging Face cache
+// ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub).
 std::string resolve_backend(const ModelArgs& args);
 std::string resolve_model(const ModelArgs& args, const std::string& backend);
-DType parse_dtype(const std::string& name);  // float16|bfloat16|float32
+// Checks a --dtype value (one line naming the choices) before anything loads.
+void check_dtype(const std::string& name);
+// The weight dtype of `config`'s model under --dtype (auto resolved).
+DType resolve_dtype(const ModelArgs& args, const ModelConfig& config);
 
-// Directory holding llama3_1/tokenizer.json for dummy models.
+// hayate's data folder, found relative to the binary, never through the
+// source tree it was built from: $HAYATE_HOME, else BIN/../share/hayate
+// (cmake --install), else BIN/../.. (build/<preset>/hayate in a checkout),
+// else the working directory. It holds assets/ and tools/.
+std::string hayate_home();
+// hayate_home()/assets: llama3_1/tokenizer.json for dummy models.
 std::string assets_dir();
 
 // The backend the engine runs on: cpu or cuda.
@@ -68,6 +88,7 @@ void add_tokenize_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 // `hayate report` on a profile's JSON: floor against measured per op, as text bars.
 std::string profile_chart(const nlohmann::json& profile);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency from Debian's packages, the
-# test-only npm tools, and the Llama 3.1 tokenizer files that dummy models use.
+# Installs every build and test dependency from Debian's packages (matplotlib
+# draws `hayate report --png`; chromium runs the chat page's browser test),
+# the test-only npm tools, and the Llama 3.1 tokenizer files that dummy models use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""
@@ -9,7 +10,8 @@ sudo=""
 pkgs=(cmake ninja-build g++ pkg-config git curl python3
       nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      clang-16 libclang-rt-16-dev json-schema-test-suite)
+      clang-16 libclang-rt-16-dev json-schema-test-suite
+      python3-matplotlib chromium)
 command -v node >/dev/null || pkgs+=(nodejs)
 command -v npm >/dev/null || pkgs+=(npm)
 missing=()

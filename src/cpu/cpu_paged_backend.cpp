@@ -35,7 +35,7 @@ class CpuPagedBackend final : public BatchBackend {
 
     HAYATE_CHECK(o.max_logit_rows >= 0, "max_logit_rows must be >= 0, got ", o.max_logit_rows);
     max_logit_rows_ = std::max({o.max_logit_rows, o.max_num_seqs, 1});
-    w_ = load_cpu_weights(model);
+    w_ = load_cpu_weights(model, o.on_load_progress);
     weight_bytes_ = w_.floats_per_token(c_) * sizeof(float);
     const size_t pool =
         size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) * size_t(c_.kv_dim());

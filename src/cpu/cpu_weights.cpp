@@ -6,12 +6,28 @@
 namespace hayate {
 namespace {
 
-std::vector<float> load_f32(const Model& m, const std::string& name, int64_t expected) {
+// Bytes of source data behind a weight (file bytes, or 4 per dummy element).
+uint64_t source_bytes(const WeightSource& w) {
+  if (w.is_dummy()) return uint64_t(w.numel()) * 4;
+  uint64_t b = 0;
+  for (const auto& part : w.parts) b += part.size();
+  return b;
+}
+
+struct Progress {
+  const std::function<void(uint64_t, uint64_t)>& fn;
+  uint64_t done = 0, total = 0;
+};
+
+std::vector<float> load_f32(const Model& m, const std::string& name, int64_t expected,
+                            Progress& progress) {
   const WeightSource& w = m.weight(name);
   HAYATE_CHECK(w.numel() == expected, "weight ", name, " has ", w.numel(), " elements, expected ",
                expected);
   std::vector<float> out(static_cast<size_t>(expected));
   weight_to_f32(m, w, out);
+  progress.done += source_bytes(w);
+  if (progress.fn) progress.fn(progress.done, progress.total);
   return out;
 }
 
@@ -25,7 +41,11 @@ double CpuWeights::floats_per_token(const ModelConfig& c) const {
   return floats;
 }
 
-CpuWeights load_cpu_weights(const Model& model) {
+CpuWeights load_cpu_weights(const Model& model,
+                            const std::function<void(uint64_t, uint64_t)>& progress_fn) {
+  Progress progress{progress_fn};
+  for (const WeightSource& w : model.weights) progress.total += source_bytes(w);
+  if (progress_fn) progress_fn(0, progress.total);
   const ModelConfig& c = model.config;
   HAYATE_CHECK(c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0, "num_attention_heads ",
                c.num_heads, " is not a multiple of num_key_value_heads ", c.num_kv_heads);
@@ -33,19 +53,19 @@ CpuWeights load_cpu_weights(const Model& model) {
                " must be positive and even");
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   CpuWeights w;
-  w.embed = load_f32(model, "embed", V * H);
-  w.final_norm = load_f32(model, "final_norm", H);
-  if (!c.tie_word_embeddings) w.lm_head = load_f32(model, "lm_head", V * H);
+  w.embed = load_f32(model, "embed", V * H, progress);
+  w.final_norm = load_f32(model, "final_norm", H, progress);
+  if (!c.tie_word_embeddings) w.lm_head = load_f32(model, "lm_head", V * H, progress);
   w.layers.resize(size_t(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = cat("layers.", l, ".");
     CpuLayer& L = w.layers[size_t(l)];
-    L.attn_norm = load_f32(model, p + "attn_norm", H);
-    L.wqkv = load_f32(model, p + "wqkv", int64_t(c.qkv_dim()) * H);
-    L.wo = load_f32(model, p + "wo", H * c.q_dim());
-    L.ffn_norm = load_f32(model, p + "ffn_norm", H);
-    L.w_gate_up = load_f32(model, p + "w_gate_up", 2 * I * H);
-    L.w_down = load_f32(model, p + "w_down", H * I);
+    L.attn_norm = load_f32(model, p + "attn_norm", H, progress);
+    L.wqkv = load_f32(model, p + "wqkv", int64_t(c.qkv_dim()) * H, progress);
+    L.wo = load_f32(model, p + "wo", H * c.q_dim(), progress);
+    L.ffn_norm = load_f32(model, p + "ffn_norm", H, progress);
+    L.w_gate_up = load_f32(model, p + "w_gate_up", 2 * I * H, progress);
+    L.w_down = load_f32(model, p + "w_down", H * I, progress);
   }
   w.inv_freq = rope_inv_freq(c);
   HAYATE_CHECK(int(w.inv_freq.size()) == c.head_dim / 2, "rope table has ", w.inv_freq.size(),

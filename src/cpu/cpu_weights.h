@@ -2,6 +2,8 @@
 // model's weight table.
 #pragma once
 
+#include <functional>
+
 #include <vector>
 
 #include "model/config.h"
@@ -34,6 +36,8 @@ struct CpuWeights {
 };
 
 // Throws Error when the GQA/head shape is unusable or a weight has the wrong size.
-CpuWeights load_cpu_weights(const Model& model);
+// `progress` (may be empty) hears bytes of source data converted so far.
+CpuWeights load_cpu_weights(const Model& model,
+                            const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
 }  // namespace hayate

@@ -131,7 +131,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     gemm_ = std::make_unique<BatchGemm<T>>(o.switches.gemm, s_);
     paged_attention_init();
 
-    w_ = upload_weights<T>(model, s_);
+    w_ = upload_weights<T>(model, s_, o.on_load_progress);
     alloc_workspace();
     gemm_->tune_model(c_, w_.layers[0], w_.lm_head, max_tokens_, max_seqs_,
                       {xn_, attn_, last_, big_, h_, logits_});

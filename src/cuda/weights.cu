@@ -32,8 +32,21 @@ size_t device_weight_bytes(const Model& m, size_t elem_size) {
   return total;
 }
 
+// Bytes a weight's load moves from the host: its file data, or for dummy
+// weights the device data generated.
+static uint64_t source_bytes(const WeightSource& w, size_t elem_size) {
+  if (w.is_dummy()) return uint64_t(w.numel()) * elem_size;
+  uint64_t b = 0;
+  for (std::span<const uint8_t> part : w.parts) b += part.size();
+  return b;
+}
+
 template <typename T>
-DeviceWeights<T> upload_weights(const Model& m, cudaStream_t s) {
+DeviceWeights<T> upload_weights(const Model& m, cudaStream_t s,
+                                const std::function<void(uint64_t, uint64_t)>& progress) {
+  uint64_t total = 0, loaded = 0;
+  for (const WeightSource& w : m.weights) total += source_bytes(w, sizeof(T));
+  if (progress) progress(0, total);
   DeviceWeights<T> dw;
   dw.storage = DeviceBuffer(device_weight_bytes(m, sizeof(T)));
   std::unordered_map<std::string, const T*> by_name;
@@ -44,8 +57,10 @@ DeviceWeights<T> upload_weights(const Model& m, cudaStream_t s) {
     const size_t n = size_t(w.numel());
     next += aligned(n * sizeof(T));
     by_name[w.name] = dst;
+    loaded += source_bytes(w, sizeof(T));
     if (w.is_dummy()) {
       fill_dummy(dst, n, m.seed, w.dummy_stream, w.dummy_scale, w.dummy_offset, 0, s);
+      if (progress && loaded < total) progress(loaded, total);
       continue;
     }
     const size_t es = dtype_size(w.dtype);
@@ -71,8 +86,10 @@ DeviceWeights<T> upload_weights(const Model& m, cudaStream_t s) {
       done += count;
     }
     HAYATE_CHECK(done == n, "weight ", w.name, ": parts hold ", done, " of ", n, " elements");
+    if (progress && loaded < total) progress(loaded, total);
   }
   HAYATE_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (progress) progress(total, total);  // after the sync: dummy fills run asynchronously
 
   auto get = [&](const std::string& name) {
     auto it = by_name.find(name);
@@ -94,7 +111,9 @@ DeviceWeights<T> upload_weights(const Model& m, cudaStream_t s) {
   return dw;
 }
 
-template DeviceWeights<half> upload_weights<half>(const Model&, cudaStream_t);
-template DeviceWeights<__nv_bfloat16> upload_weights<__nv_bfloat16>(const Model&, cudaStream_t);
+template DeviceWeights<half> upload_weights<half>(
+    const Model&, cudaStream_t, const std::function<void(uint64_t, uint64_t)>&);
+template DeviceWeights<__nv_bfloat16> upload_weights<__nv_bfloat16>(
+    const Model&, cudaStream_t, const std::function<void(uint64_t, uint64_t)>&);
 
 }  // namespace hayate::cuda

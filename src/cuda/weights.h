@@ -2,6 +2,8 @@
 // the compute dtype T at load (dummy weights generated in place).
 #pragma once
 
+#include <functional>
+
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -36,6 +38,8 @@ size_t device_weight_bytes(const Model& m, size_t elem_size);
 
 // Uploads (or generates) every weight; synchronises before returning.
 template <typename T>
-DeviceWeights<T> upload_weights(const Model& m, cudaStream_t s);
+DeviceWeights<T> upload_weights(
+    const Model& m, cudaStream_t s,
+    const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
 }  // namespace hayate::cuda

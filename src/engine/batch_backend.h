@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,6 +57,9 @@ struct BatchBackendOptions {
   int max_logit_rows = 0;  // most logits rows in one step (all_logits chunks); 0 = max_num_seqs
   DType dtype = DType::F16;           // GPU compute/weight dtype (cpu is always fp32)
   int device = 0;
+  // Called as weights load (bytes of the checkpoint's data, or of generated
+  // dummy data, done so far of the total); may be empty.
+  std::function<void(uint64_t done, uint64_t total)> on_load_progress;
   Switches switches;                  // the lab's and tests' path choices (core/switches.h)
 };
 

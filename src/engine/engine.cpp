@@ -48,6 +48,7 @@ struct Active {
   // event that carries it (requests with SamplingParams::logprobs >= 0).
   std::optional<SampleResult> logprob;
   int prompt_logits_sent = 0;  // prompt positions whose logits went out (recompute repeats none)
+  bool include_stop_str = false;  // EngineRequest::include_stop_str_in_output
 };
 
 // A step launched and not yet finished: what the engine needs to read its
@@ -221,10 +222,15 @@ struct Engine::Impl {
       finalize(s.id, FinishReason::kStop, {id}, flush_text(a));
       return;
     }
+    // min_tokens reached: eos and stop ids may be sampled from the next id on.
+    if (!s.sampling.suppressed.empty() &&
+        s.num_generated() - s.num_pending >= s.sampling.min_tokens)
+      s.sampling.suppressed.clear();
     std::string text;
     if (a.decoder) {
       text = a.stop->push(a.decoder->push(id));
       if (a.stop->stopped()) {
+        if (a.include_stop_str) text += a.stop->matched();
         finalize(s.id, FinishReason::kStop, {id}, std::move(text));
         return;
       }
@@ -414,6 +420,19 @@ struct Engine::Impl {
       HAYATE_CHECK(id >= 0 && id < c.vocab_size, "request: prompt token id ", id,
                    " is outside the vocabulary [0, ", c.vocab_size, ")");
     r.sampling.validate();
+    for (const auto& [id, bias] : r.sampling.logit_bias)
+      HAYATE_CHECK(id < c.vocab_size, "request: logit_bias token id ", id,
+                   " is outside the vocabulary [0, ", c.vocab_size, ")");
+    HAYATE_CHECK(r.sampling.min_tokens <= r.max_tokens, "request: min_tokens ",
+                 r.sampling.min_tokens, " exceeds max_tokens ", r.max_tokens);
+    HAYATE_CHECK(r.sampling.suppressed.empty(), "request: suppressed ids are the engine's");
+    if (r.sampling.min_tokens > 0) {  // vLLM's min_tokens: eos and stop ids masked until then
+      std::vector<int32_t>& mask = r.sampling.suppressed;
+      if (!r.ignore_eos) mask = c.eos_ids;
+      mask.insert(mask.end(), r.stop_token_ids.begin(), r.stop_token_ids.end());
+      std::sort(mask.begin(), mask.end());
+      mask.erase(std::unique(mask.begin(), mask.end()), mask.end());
+    }
     HAYATE_CHECK(r.max_tokens >= 1 || (r.max_tokens == 0 && r.prompt_logits),
                  "request: max_tokens must be >= 1, got ", r.max_tokens);
     const int64_t total = int64_t(n) + r.max_tokens;
@@ -441,6 +460,7 @@ struct Engine::Impl {
     s.stop.stop_token_ids = std::move(r.stop_token_ids);
     s.stop.stop = r.stop;
     a->on_event = std::move(r.on_event);
+    a->include_stop_str = r.include_stop_str_in_output;
     if (tokenizer != nullptr) {
       a->decoder.emplace(*tokenizer, r.skip_special_tokens);
       a->stop.emplace(std::move(r.stop));  // throws on an empty stop string

@@ -77,6 +77,7 @@ struct EngineRequest {
   std::vector<int32_t> stop_token_ids;  // also end the sequence (even with ignore_eos)
   std::vector<std::string> stop;  // stop strings (needs a tokenizer): text before the match is kept
   bool skip_special_tokens = true;  // in the streamed text
+  bool include_stop_str_in_output = false;  // a matched stop string ends the text (vLLM)
   EventCallback on_event;           // may be empty (then only stats count it)
 };
 

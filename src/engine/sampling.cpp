@@ -27,6 +27,27 @@ void SamplingParams::validate() const {
   HAYATE_CHECK(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f,
                "repetition_penalty must be > 0, got ", repetition_penalty);
   HAYATE_CHECK(logprobs >= -1, "logprobs must be >= -1 (-1 = none), got ", logprobs);
+  HAYATE_CHECK(min_tokens >= 0, "min_tokens must be >= 0, got ", min_tokens);
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto [id, bias] = logit_bias[i];
+    HAYATE_CHECK(id >= 0, "logit_bias: token id ", id, " is negative");
+    HAYATE_CHECK(i == 0 || logit_bias[i - 1].first < id, "logit_bias: ids must be sorted, unique");
+    HAYATE_CHECK(std::isfinite(bias) && std::fabs(bias) <= 100.0f,
+                 "logit_bias: bias of token ", id, " must be in [-100, 100], got ", bias);
+  }
+  for (int32_t id : suppressed) HAYATE_CHECK(id >= 0, "suppressed token id ", id, " is negative");
+}
+
+void apply_logit_edits(std::span<float> logits, const SamplingParams& p) {
+  const size_t V = logits.size();
+  for (const auto& [id, bias] : p.logit_bias) {
+    HAYATE_CHECK(size_t(id) < V, "logit_bias: token id ", id, " is outside the vocabulary");
+    logits[size_t(id)] += bias;
+  }
+  for (int32_t id : p.suppressed) {
+    HAYATE_CHECK(size_t(id) < V, "suppressed token id ", id, " is outside the vocabulary");
+    logits[size_t(id)] = -INFINITY;
+  }
 }
 
 namespace {
@@ -68,8 +89,11 @@ class Ordered {
   };
 
   Ordered(const std::vector<Cand>& c, size_t n, float top, Scratch& s) : c_(c), s_(s) {
+    // The range of candidates with mass: masked ids (-inf logits) would
+    // stretch it to infinity; they land in the last bucket.
     float low = top;
-    for (size_t i = 0; i < n; ++i) low = std::min(low, c[i].logit);
+    for (size_t i = 0; i < n; ++i)
+      if (c[i].w > 0.0) low = std::min(low, c[i].logit);
     const size_t buckets = n <= kSortAll ? 1 : std::min<size_t>(n / 16, 8192);
     const double scale = top > low ? double(buckets) / (double(top) - double(low)) : 0.0;
     s.of.resize(n);
@@ -255,9 +279,10 @@ SampleResult sample_with_logprobs(std::span<const float> logits, const SamplingP
   HAYATE_CHECK(!logits.empty(), "sample_with_logprobs: empty logits");
   SampleResult r;
   std::span<const float> use = logits;
-  if (p.has_penalties()) {
+  if (p.has_penalties() || p.has_logit_edits()) {
     work.assign(logits.begin(), logits.end());
-    apply_penalties(work, p, prompt, generated, seen);
+    apply_logit_edits(work, p);
+    if (p.has_penalties()) apply_penalties(work, p, prompt, generated, seen);
     use = work;
   }
   r.id = sample_token(use, p, step);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hayate {
@@ -34,6 +35,15 @@ struct SamplingParams {
   // own distribution (log_softmax of the raw logits, before penalties and
   // temperature: vLLM's default "raw_logprobs").
   int logprobs = -1;
+  // OpenAI's logit_bias: added to the raw logit of each id before the
+  // penalties and filters (vLLM's order). Sorted by id, ids unique, values
+  // finite in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM's min_tokens: eos and stop_token_ids cannot be sampled before this
+  // many ids were generated. The engine turns it into `suppressed`.
+  int min_tokens = 0;
+  // Ids whose logits are -inf for now (the engine's; empty when none).
+  std::vector<int32_t> suppressed;
 
   // Throws Error naming the bad field (negative or non-finite temperature,
   // top_p outside (0, 1], top_k < 0, min_p outside [0, 1], penalties out of
@@ -44,9 +54,11 @@ struct SamplingParams {
   bool has_penalties() const {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
   }
+  bool has_logit_edits() const { return !logit_bias.empty() || !suppressed.empty(); }
   // Sampling must run on the host (sample_with_logprobs over the logits row)
-  // instead of the backend's own sampler.
-  bool needs_host() const { return logprobs >= 0 || has_penalties(); }
+  // instead of the backend's own sampler. Logit edits take this path on
+  // every backend, so the CPU and CUDA backends apply them by the same code.
+  bool needs_host() const { return logprobs >= 0 || has_penalties() || has_logit_edits(); }
 };
 
 // One (id, log-probability) pair.
@@ -86,7 +98,10 @@ void apply_penalties(std::span<float> logits, const SamplingParams& p,
                      std::span<const int32_t> prompt, std::span<const int32_t> generated,
                      std::vector<uint8_t>& seen);
 
-// The host path for requests that need it (p.needs_host()): penalties, then
+// Adds p.logit_bias and masks p.suppressed in `logits` (ids must be in range).
+void apply_logit_edits(std::span<float> logits, const SamplingParams& p);
+
+// The host path for requests that need it (p.needs_host()): logit edits and penalties, then
 // sample_token's filters and draw (same random stream, so without penalties
 // it picks what sample_token picks), plus the log-probabilities of the raw
 // `logits`. `work` is scratch for the penalised copy.

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/check.h"
+#include "core/rng.h"
 #include "server/logprobs.h"
 #include "server/server_impl.h"
 #include "tokenizer/tokenizer.h"
@@ -84,7 +85,10 @@ std::shared_ptr<Call> OpenAIServer::Impl::start_call(GenRequest r) {
 
   const GenRequest& g = call->req;
   uint64_t seed = g.sampling.seed;
-  if (!g.seeded) seed = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+  if (!g.seeded && opt.seed)
+    seed = mix64(*opt.seed ^ mix64(seed_counter++));  // --seed: repeatable runs
+  else if (!g.seeded)
+    seed = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
   // One group: all choices are validated before any runs, and the choices of
   // a prompt share its KV blocks (engine.h).
   std::vector<EngineRequest> group;
@@ -100,6 +104,7 @@ std::shared_ptr<Call> OpenAIServer::Impl::start_call(GenRequest r) {
     er.stop_token_ids = g.stop_token_ids;
     er.stop = g.stop;
     er.skip_special_tokens = g.skip_special_tokens;
+    er.include_stop_str_in_output = g.include_stop_str_in_output;
     er.on_event = [this, call, i](const EngineEvent& e) { on_event(call, i, e); };
     group.push_back(std::move(er));
   }
@@ -159,6 +164,7 @@ void OpenAIServer::Impl::on_event(const std::shared_ptr<Call>& call, int index,
       }
       c.got_token = true;
       c.last_token = now;
+      if (!call->first_token) call->first_token = now;
     }
     c.completion_tokens = e.completion_tokens;
     c.cached_tokens = e.cached_tokens;
@@ -215,6 +221,7 @@ void OpenAIServer::Impl::handle_generate(const httplib::Request& req, httplib::R
   GenRequest g = parse_request(body, endpoint, limits, model.defaults, *model.tokenizer,
                                opt.served_model_names);
   std::shared_ptr<Call> call = start_call(std::move(g));
+  note_call(req, call);
   if (call->req.stream)
     respond_stream(call, req, res);
   else

@@ -13,10 +13,18 @@ std::string num(double v) {
   return buf;
 }
 
-void gauge(std::string& out, const std::string& name, const std::string& help, double v,
-           const char* type = "gauge") {
-  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-  out += name + " " + num(v) + "\n";
+// A label value as the exposition format wants it: \\, \" and \n escaped.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
 }
 
 }  // namespace
@@ -39,18 +47,20 @@ uint64_t Histogram::count() const {
   return count_;
 }
 
-void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+void Histogram::render(std::string& out, const std::string& name, const std::string& help,
+                       const std::string& labels) const {
   std::lock_guard lock(mutex_);
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
   uint64_t cum = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cum += counts_[i];
-    out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+    out += name + "_bucket{" + labels + ",le=\"" + num(bounds_[i]) + "\"} " +
+           std::to_string(cum) + "\n";
   }
   cum += counts_.back();
-  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
-  out += name + "_sum " + num(sum_) + "\n";
-  out += name + "_count " + std::to_string(count_) + "\n";
+  out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(cum) + "\n";
+  out += name + "_sum{" + labels + "} " + num(sum_) + "\n";
+  out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
 }
 
 // Buckets as vLLM's: TTFT from 1 ms to 160 s, inter-token from 10 ms to 80 s
@@ -63,46 +73,65 @@ Metrics::Metrics()
       e2e({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
            120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}) {}
 
-std::string Metrics::render(const EngineStats& s, int in_flight, int max_model_len) const {
+std::string Metrics::render(const EngineStats& s, int in_flight, int max_model_len,
+                            const std::string& model_name) const {
+  const std::string labels = "model_name=\"" + label_value(model_name) + "\"";
   std::string out;
-  gauge(out, "hayate:num_requests_running", "Sequences holding KV-cache blocks.", s.num_running);
-  gauge(out, "hayate:num_requests_waiting", "Sequences queued or preempted.", s.num_waiting);
-  gauge(out, "hayate:num_requests_in_flight", "Requests accepted by the HTTP server, not done.",
+  // Each metric under every prefix it has: hayate's, and vLLM's where vLLM
+  // exports the same figure under the same name.
+  auto prefixes = [](bool vllm) {
+    return vllm ? std::vector<const char*>{"hayate:", "vllm:"} : std::vector<const char*>{"hayate:"};
+  };
+  auto gauge = [&](const char* name, bool vllm, const char* help, double v,
+                   const char* type = "gauge") {
+    for (const char* p : prefixes(vllm)) {
+      const std::string n = std::string(p) + name;
+      out += "# HELP " + n + " " + help + "\n# TYPE " + n + " " + type + "\n";
+      out += n + "{" + labels + "} " + num(v) + "\n";
+    }
+  };
+  gauge("num_requests_running", true, "Sequences holding KV-cache blocks.", s.num_running);
+  gauge("num_requests_waiting", true, "Sequences queued or preempted.", s.num_waiting);
+  gauge("num_requests_in_flight", false, "Requests accepted by the HTTP server, not done.",
         in_flight);
-  gauge(out, "hayate:kv_cache_usage_perc", "Share of KV-cache blocks in use (1 = full).",
-        s.kv_usage);
-  gauge(out, "hayate:kv_cache_blocks_used", "KV-cache blocks in use.", s.kv_blocks_used);
-  gauge(out, "hayate:kv_cache_blocks_total", "KV-cache blocks in the pool.", s.kv_blocks_total);
-  gauge(out, "hayate:max_model_len", "Longest sequence (prompt + output) in tokens.",
-        max_model_len);
-  gauge(out, "hayate:prompt_tokens_total", "Prompt tokens of finished requests.",
+  gauge("kv_cache_usage_perc", true, "Share of KV-cache blocks in use (1 = full).", s.kv_usage);
+  gauge("kv_cache_blocks_used", false, "KV-cache blocks in use.", s.kv_blocks_used);
+  gauge("kv_cache_blocks_total", false, "KV-cache blocks in the pool.", s.kv_blocks_total);
+  gauge("max_model_len", false, "Longest sequence (prompt + output) in tokens.", max_model_len);
+  gauge("prompt_tokens_total", true, "Prompt tokens of finished requests.",
         double(s.prompt_tokens_total), "counter");
-  gauge(out, "hayate:generation_tokens_total", "Generated tokens.",
-        double(s.generation_tokens_total), "counter");
-  gauge(out, "hayate:num_preemptions_total", "Sequences preempted for KV blocks.",
+  gauge("generation_tokens_total", true, "Generated tokens.", double(s.generation_tokens_total),
+        "counter");
+  gauge("num_preemptions_total", true, "Sequences preempted for KV blocks.",
         double(s.preemptions_total), "counter");
-  gauge(out, "hayate:engine_steps_total", "Engine steps run.", double(s.steps), "counter");
-  gauge(out, "hayate:prefix_cache_queries_total",
+  gauge("engine_steps_total", false, "Engine steps run.", double(s.steps), "counter");
+  gauge("prefix_cache_queries_total", true,
         "Prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries).",
         double(s.prefix_cache_queries_total), "counter");
-  gauge(out, "hayate:prefix_cache_hits_total",
+  gauge("prefix_cache_hits_total", true,
         "Prompt tokens found computed in the prefix cache (vLLM's prefix_cache_hits).",
         double(s.prefix_cache_hits_total), "counter");
-  gauge(out, "hayate:kv_cache_blocks_cached", "KV-cache blocks registered in the prefix cache.",
+  gauge("kv_cache_blocks_cached", false, "KV-cache blocks registered in the prefix cache.",
         s.kv_blocks_cached);
-  out += "# HELP hayate:request_success_total Finished requests by finish reason.\n"
-         "# TYPE hayate:request_success_total counter\n";
   const char* reasons[] = {"stop", "length", "abort"};
-  for (size_t i = 0; i < finished.size(); ++i)
-    out += std::string("hayate:request_success_total{finished_reason=\"") + reasons[i] + "\"} " +
-           std::to_string(finished[i].load()) + "\n";
-  gauge(out, "hayate:request_rejected_queue_full_total", "Requests answered 503: queue full.",
+  for (const char* p : prefixes(true)) {
+    const std::string n = std::string(p) + "request_success_total";
+    out += "# HELP " + n + " Finished requests by finish reason.\n# TYPE " + n + " counter\n";
+    for (size_t i = 0; i < finished.size(); ++i)
+      out += n + "{" + labels + ",finished_reason=\"" + reasons[i] + "\"} " +
+             std::to_string(finished[i].load()) + "\n";
+  }
+  gauge("request_rejected_queue_full_total", false, "Requests answered 503: queue full.",
         double(rejected_queue_full.load()), "counter");
-  gauge(out, "hayate:client_disconnects_total", "Streams aborted because the client went away.",
+  gauge("client_disconnects_total", false, "Streams aborted because the client went away.",
         double(client_disconnects.load()), "counter");
-  ttft.render(out, "hayate:time_to_first_token_seconds", "Time to first token.");
-  itl.render(out, "hayate:inter_token_latency_seconds", "Time between generated tokens.");
-  e2e.render(out, "hayate:e2e_request_latency_seconds", "End-to-end request latency.");
+  for (const char* p : prefixes(true)) {
+    ttft.render(out, std::string(p) + "time_to_first_token_seconds", "Time to first token.", labels);
+    itl.render(out, std::string(p) + "inter_token_latency_seconds",
+               "Time between generated tokens.", labels);
+    e2e.render(out, std::string(p) + "e2e_request_latency_seconds", "End-to-end request latency.",
+               labels);
+  }
   return out;
 }
 

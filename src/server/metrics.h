@@ -1,7 +1,9 @@
 // /metrics in Prometheus text format (version 0.0.4). Gauges and token
 // counters come from the engine's stats at scrape time; latency histograms
-// are observed by the server as events arrive. Names follow vLLM's
-// (vllm:time_to_first_token_seconds ...) under the hayate: prefix.
+// are observed by the server as events arrive. Every series carries vLLM's
+// model_name label. Each metric is exported under hayate: and, where vLLM
+// has the same metric, also under its vllm: name, always (no flag), so
+// dashboards built for vLLM work unchanged.
 #pragma once
 
 #include <array>
@@ -20,7 +22,9 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double value);
-  void render(std::string& out, const std::string& name, const std::string& help) const;
+  // `labels`: label pairs without braces (model_name="m"), put before le.
+  void render(std::string& out, const std::string& name, const std::string& help,
+              const std::string& labels) const;
   uint64_t count() const;
 
  private:
@@ -44,7 +48,8 @@ class Metrics {
   std::atomic<uint64_t> client_disconnects{0};   // streams aborted by the client going away
 
   // The whole exposition. `in_flight` counts requests the server holds.
-  std::string render(const EngineStats& s, int in_flight, int max_model_len) const;
+  std::string render(const EngineStats& s, int in_flight, int max_model_len,
+                     const std::string& model_name) const;
 };
 
 }  // namespace hayate::server

@@ -1,5 +1,6 @@
 #include "server/protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -144,16 +145,14 @@ void reject_unsupported(const json& body) {
   }
   if (const json* v = field(body, "use_beam_search"))
     if (get_bool(*v, "use_beam_search")) throw unsupported("use_beam_search", "");
-  if (const json* v = field(body, "logit_bias")) {
-    if (!v->is_object()) throw bad_request("'logit_bias' must be an object", "logit_bias");
-    if (!v->empty()) throw unsupported("logit_bias", "");
+  if (const json* v = field(body, "bad_words")) {
+    if (!v->is_array()) throw bad_request("'bad_words' must be a list", "bad_words");
+    if (!v->empty()) throw unsupported("bad_words", "");
   }
   if (const json* v = field(body, "suffix")) {
     get_string(*v, "suffix");
     throw unsupported("suffix", "");
   }
-  if (const json* v = field(body, "min_tokens"))
-    if (get_int(*v, "min_tokens") != 0) throw unsupported("min_tokens", " (only 0 is accepted)");
   if (const json* v = field(body, "tools")) {
     if (!v->is_array()) throw bad_request("'tools' must be a list", "tools");
     if (!v->empty()) throw unsupported("tools", "");
@@ -163,6 +162,39 @@ void reject_unsupported(const json& body) {
       throw bad_request("'response_format' must be an object with a 'type'", "response_format");
     if ((*v)["type"] != "text") throw unsupported("response_format", " (only type text)");
   }
+}
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}, at most one entry
+// per vocabulary id; sorted by id for SamplingParams.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& v, const Limits& lim) {
+  if (!v.is_object())
+    throw bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
+  if (v.size() > size_t(lim.vocab_size))
+    throw bad_request(cat("'logit_bias' has ", v.size(), " entries, more than the vocabulary (",
+                          lim.vocab_size, ")"),
+                      "logit_bias");
+  std::vector<std::pair<int32_t, float>> out;
+  out.reserve(v.size());
+  for (const auto& [key, value] : v.items()) {
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(key);
+    if (!digits || id >= lim.vocab_size)
+      throw bad_request(cat("'logit_bias' key '", key.substr(0, 32), key.size() > 32 ? "..." : "",
+                            "' is not a token id in [0, ", lim.vocab_size, ")"),
+                        "logit_bias");
+    const double b = get_number(value, "logit_bias");
+    if (b < -100.0 || b > 100.0)
+      throw bad_request(cat("'logit_bias' value ", b, " of token ", id, " is outside [-100, 100]"),
+                        "logit_bias");
+    out.emplace_back(int32_t(id), float(b));
+  }
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].first == out[i - 1].first)
+      throw bad_request(cat("'logit_bias' names token ", out[i].first, " twice"), "logit_bias");
+  return out;
 }
 
 std::vector<std::string> parse_stop(const json& v, const Limits& lim) {
@@ -311,7 +343,15 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
     if (n < 1 || n > lim.max_n) throw bad_request(cat("'n' must be in [1, ", lim.max_n, "]"), "n");
     r.n = int(n);
   }
+  if (const json* v = field(body, "logit_bias")) s.logit_bias = parse_logit_bias(*v, lim);
   if (const json* v = field(body, "stop")) r.stop = parse_stop(*v, lim);
+  if (const json* v = field(body, "include_stop_str_in_output"))
+    r.include_stop_str_in_output = get_bool(*v, "include_stop_str_in_output");
+  int64_t min_tokens = 0;
+  if (const json* v = field(body, "min_tokens")) {
+    min_tokens = get_int(*v, "min_tokens");
+    if (min_tokens < 0) throw bad_request("'min_tokens' must be >= 0", "min_tokens");
+  }
   if (const json* v = field(body, "stop_token_ids")) {
     if (!v->is_array()) throw bad_request("'stop_token_ids' must be a list", "stop_token_ids");
     if (int(v->size()) > lim.max_stop * 4)
@@ -405,6 +445,11 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
     if (defaults.max_tokens) m = std::min<int64_t>(m, *defaults.max_tokens);
     r.max_tokens = int(std::max<int64_t>(m, 1));
   }
+  if (min_tokens > r.max_tokens)
+    throw bad_request(cat("'min_tokens' (", min_tokens, ") must be <= max_tokens (", r.max_tokens,
+                          ")"),
+                      "min_tokens");
+  s.min_tokens = int(min_tokens);
   for (PromptIds& q : r.prompts) {
     if (!r.echo)
       q.echo_text.clear();

@@ -66,6 +66,7 @@ struct GenRequest {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
   int n = 1;
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage

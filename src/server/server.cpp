@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "server/chat_page.h"
 #include "server/server_impl.h"
 #include "server/thread_pool.h"
 #include "tokenizer/tokenizer.h"
@@ -60,11 +61,131 @@ std::string OpenAIServer::Impl::new_id(const char* prefix) {
   return std::string(prefix) + buf;
 }
 
+bool OpenAIServer::Impl::apply_cors(const httplib::Request& req, httplib::Response& res) {
+  const std::string origin = req.get_header_value("Origin");
+  if (origin.empty()) return false;
+  bool any = false, listed = false;
+  for (const std::string& o : opt.allowed_origins) {
+    any = any || o == "*";
+    listed = listed || o == origin;
+  }
+  const bool preflight =
+      req.method == "OPTIONS" && req.has_header("Access-Control-Request-Method");
+  if (!any && !listed) {
+    if (!preflight) return false;  // no CORS headers: the browser withholds the answer
+    respond_error(res, ApiError(400, cat("Disallowed CORS origin '", origin, "'"), "",
+                                "cors_origin_not_allowed"));
+    return true;
+  }
+  res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+  if (!any) res.set_header("Vary", "Origin");
+  if (!preflight) {
+    res.set_header("Access-Control-Expose-Headers", "X-Request-Id");
+    return false;
+  }
+  // As Starlette's CORSMiddleware (vLLM): any method and the headers asked for.
+  res.status = 200;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+  res.set_header("Access-Control-Allow-Headers", asked.empty() ? "*" : asked);
+  res.set_header("Access-Control-Max-Age", "600");
+  return true;
+}
+
+void OpenAIServer::Impl::begin_access(const httplib::Request& req, std::string request_id) {
+  std::lock_guard lock(access_m);
+  access[&req] = AccessEntry{Clock::now(), std::move(request_id), nullptr, {}};
+}
+
+void OpenAIServer::Impl::note_call(const httplib::Request& req, const std::shared_ptr<Call>& call) {
+  std::string prompt;
+  if (opt.log.log_requests) {
+    prompt = call->req.echo_text.empty() ? model.tokenizer->decode(call->req.prompt_ids)
+                                         : call->req.echo_text;
+    if (prompt.size() > 4096) prompt.resize(4096);
+  }
+  std::lock_guard lock(access_m);
+  auto it = access.find(&req);
+  if (it == access.end()) return;
+  it->second.call = call;
+  it->second.prompt = std::move(prompt);
+}
+
+// httplib's logger: runs once the response is written (a stream: at its end).
+void OpenAIServer::Impl::end_access(const httplib::Request& req, const httplib::Response& res) {
+  AccessRecord r;
+  const Clock::time_point now = Clock::now();
+  {
+    std::lock_guard lock(access_m);
+    auto it = access.find(&req);
+    if (it != access.end()) {
+      r.duration_s = std::chrono::duration<double>(now - it->second.start).count();
+      r.request_id = std::move(it->second.request_id);
+      r.prompt = std::move(it->second.prompt);
+      if (const std::shared_ptr<Call>& call = it->second.call) {
+        std::lock_guard call_lock(call->m);
+        r.prompt_tokens = int(call->req.prompt_ids.size());
+        r.completion_tokens = 0;
+        for (const ChoiceState& c : call->choices) r.completion_tokens += c.completion_tokens;
+        if (call->first_token)
+          r.ttft_s = std::chrono::duration<double>(*call->first_token - call->arrival).count();
+      }
+      access.erase(it);
+    }
+  }
+  if (!log.enabled(LogLevel::kInfo)) return;
+  r.remote = cat(req.remote_addr, ":", req.remote_port);
+  r.method = req.method;
+  r.path = req.path;
+  r.version = req.version;
+  r.status = res.status;
+  log.line(LogLevel::kInfo, format_access(r));
+}
+
+void OpenAIServer::Impl::stats_loop() {
+  EngineStats prev = model.engine->stats();
+  Clock::time_point t_prev = Clock::now();
+  const auto interval = std::chrono::milliseconds(int64_t(opt.log.stats_interval_s * 1000.0));
+  std::unique_lock lock(stats_m);
+  while (!stats_cv.wait_for(lock, interval, [&] { return stats_stop; })) {
+    const EngineStats s = model.engine->stats();
+    const Clock::time_point t = Clock::now();
+    const double dt = std::chrono::duration<double>(t - t_prev).count();
+    const uint64_t gen = s.generation_tokens_total - prev.generation_tokens_total;
+    // Tokens run through the model that were not decode steps: prompt
+    // (prefill) tokens, recomputation after preemption included.
+    const uint64_t computed = s.computed_tokens_total - prev.computed_tokens_total;
+    const uint64_t prefill = computed > gen ? computed - gen : 0;
+    const bool busy = s.num_running > 0 || s.num_waiting > 0 || gen > 0 || computed > 0;
+    prev = s;
+    t_prev = t;
+    if (!busy || dt <= 0.0) continue;  // idle: no line, as vLLM
+    StatsLine line;
+    line.prompt_tps = double(prefill) / dt;
+    line.generation_tps = double(gen) / dt;
+    line.running = s.num_running;
+    line.waiting = s.num_waiting;
+    line.kv_usage = s.kv_usage;
+    log.line(LogLevel::kInfo, format_stats(line));
+  }
+}
+
 void OpenAIServer::Impl::install_routes() {
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    end_access(req, res);
+  });
+
   // Runs once the head is read, before any body byte: a body the library
   // would refuse only after reading (or never, when chunked) is refused here
   // by its declared length; unauthorised /v1/ requests never get their body read.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // The client's X-Request-Id is echoed (vLLM); a request without one gets one.
+    std::string rid = req.get_header_value("X-Request-Id");
+    if (rid.empty() || rid.size() > 256) rid = new_id("req-");
+    res.set_header("X-Request-Id", rid);
+    begin_access(req, std::move(rid));
+    // CORS first: a browser's preflight carries no Authorization header.
+    if (apply_cors(req, res)) return httplib::Server::HandlerResponse::Handled;
     if (req.get_header_value<uint64_t>("Content-Length") > opt.max_body_bytes) {
       respond_error(res, ApiError(413, cat("the request body is larger than ", opt.max_body_bytes,
                                            " bytes"), "", "request_too_large"));
@@ -125,6 +246,10 @@ void OpenAIServer::Impl::install_routes() {
                                               : "the model is still loading"));
   });
 
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
+  });
+
   http.Get("/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump({{"version", "hayate 0.1"}}), "application/json");
   });
@@ -135,7 +260,7 @@ void OpenAIServer::Impl::install_routes() {
       std::string text = metrics.render(s, [&] {
         std::lock_guard lock(admit_m);
         return in_flight;
-      }(), model.max_model_len);
+      }(), model.max_model_len, opt.served_model_names.front());
       res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
     });
   });
@@ -262,6 +387,8 @@ void OpenAIServer::set_ready(const ServingModel& model) {
   s.limits.max_model_len = model.max_model_len;
   s.limits.vocab_size = model.vocab_size;
   s.ready = true;
+  if (s.opt.log.stats && s.log.enabled(LogLevel::kInfo) && s.opt.log.stats_interval_s > 0)
+    s.stats_thread = std::thread([&s] { s.stats_loop(); });
 }
 
 int OpenAIServer::in_flight() const {
@@ -271,6 +398,14 @@ int OpenAIServer::in_flight() const {
 
 void OpenAIServer::shutdown(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
+  if (s.stats_thread.joinable()) {
+    {
+      std::lock_guard lock(s.stats_m);
+      s.stats_stop = true;
+    }
+    s.stats_cv.notify_all();
+    s.stats_thread.join();
+  }
   if (!s.listen_thread.joinable()) return;
   s.draining = true;
   s.http.stop_accepting();

@@ -14,9 +14,11 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "server/log.h"
 #include "server/protocol.h"
 
 namespace hayate {
@@ -44,6 +46,13 @@ struct ServerOptions {
   // shutdown waits for them once requests are done.
   int keep_alive_timeout_s = 5;
   Limits limits;                      // n, stop and logprob bounds (model fields set by set_ready)
+  // CORS: origins whose browser pages may call the API ("*": any, vLLM's
+  // default); preflight OPTIONS requests are answered for them.
+  std::vector<std::string> allowed_origins = {"*"};
+  LogOptions log;
+  // Requests without a seed draw theirs from this (vLLM's --seed makes a
+  // run's sampling repeatable); unset: from the OS's random device.
+  std::optional<uint64_t> seed;
 };
 
 // The loaded model, handed over once it is ready. Everything must outlive the

@@ -8,7 +8,9 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <unordered_map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -58,10 +60,19 @@ struct Call {
   // Per prompt, with prompt logprobs: entry i scores prompt token i + 1
   // (filled from the logits the prompt's first choice streams).
   std::vector<std::vector<SampleResult>> prompt_lp;
+  std::optional<Clock::time_point> first_token;  // of any choice (the access log's TTFT)
+};
+
+// A request between its head and its access-log line.
+struct AccessEntry {
+  Clock::time_point start;
+  std::string request_id;
+  std::shared_ptr<Call> call;  // generation requests: tokens and TTFT at the end
+  std::string prompt;          // --log-requests
 };
 
 struct OpenAIServer::Impl {
-  explicit Impl(ServerOptions o) : opt(std::move(o)) {}
+  explicit Impl(ServerOptions o) : opt(std::move(o)), log(opt.log.level, opt.log.out) {}
 
   ServerOptions opt;
   HttpServer http;
@@ -71,6 +82,19 @@ struct OpenAIServer::Impl {
   ServingModel model;
   Limits limits;
   Metrics metrics;
+  Log log;
+
+  // Access log: requests whose line is not written yet, by their Request
+  // (a request object lives on its connection thread's stack until then).
+  std::mutex access_m;
+  std::unordered_map<const httplib::Request*, AccessEntry> access;
+  std::atomic<uint64_t> seed_counter{0};
+
+  // Periodic stats (running while ready).
+  std::thread stats_thread;
+  std::mutex stats_m;
+  std::condition_variable stats_cv;
+  bool stats_stop = false;
 
   std::atomic<uint64_t> next_id{0};
   uint64_t id_nonce = 0;
@@ -84,6 +108,13 @@ struct OpenAIServer::Impl {
   // server.cpp
   void install_routes();
   std::string new_id(const char* prefix);
+  // CORS headers for the request's Origin; true when it was a preflight,
+  // answered here.
+  bool apply_cors(const httplib::Request& req, httplib::Response& res);
+  void begin_access(const httplib::Request& req, std::string request_id);
+  void end_access(const httplib::Request& req, const httplib::Response& res);
+  void note_call(const httplib::Request& req, const std::shared_ptr<Call>& call);
+  void stats_loop();
 
   // generation.cpp
   void handle_generate(const httplib::Request& req, httplib::Response& res,

@@ -167,6 +167,19 @@ TEST_F(BenchCli, ThroughputModeRunsTheBatchingEngine) {
     EXPECT_EQ(q["error"], nullptr);
   }
   EXPECT_FALSE(j["commit"].get<std::string>().empty());
+
+  // report reads throughput (and serve) results: their figures in a table, and a chart.
+  Outcome rep = hayate("report " + path("tp.json") + " --markdown");
+  ASSERT_EQ(rep.rc, 0) << rep.err;
+  const double out_tps = j["summary"]["output_tokens_per_s"].get<double>();
+  char want[64];
+  std::snprintf(want, sizeof want, "| %.1f |", out_tps);
+  EXPECT_NE(rep.out.find("| throughput | 6 | 12/5 | 3 |"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find(want), std::string::npos) << want << "\n" << rep.out;
+  rep = hayate("report " + path("tp.json") + " --png " + path("tp.png"));
+  if (rep.rc == 0) EXPECT_GT(fs::file_size(path("tp.png")), 1000u);
+  else EXPECT_NE(rep.err.find("matplotlib"), std::string::npos) << rep.err;
+
   Outcome bad = hayate("bench --mode throughput --model dummy:tiny --backend cpu --preset nope");
   EXPECT_EQ(bad.rc, 1);
   EXPECT_NE(bad.err.find("hayate: error:"), std::string::npos) << bad.err;

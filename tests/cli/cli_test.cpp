@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -199,6 +201,115 @@ TEST(Cli, BadModelsAndLengths) {
   expect_one_line_error(tiny({"perplexity", "--file", golden::data_dir() + "/text_ja_en.txt",
                               "--context", "1"}),
                         "--context");
+}
+
+// A Hugging Face cache as huggingface_hub lays it out, its snapshot's files
+// symlinks into blobs/ holding the golden checkpoint's files.
+std::string make_hf_cache(const std::string& root, const std::string& ckpt) {
+  namespace fs = std::filesystem;
+  const std::string commit = "89abcdef0123456789abcdef0123456789abcdef";
+  const fs::path repo = fs::path(root) / "models--org--tiny-golden";
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "blobs");
+  fs::create_directories(repo / "snapshots" / commit);
+  std::ofstream(repo / "refs" / "main") << commit;
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) {
+    fs::copy_file(fs::path(ckpt) / f, repo / "blobs" / (std::string("blob-") + f));
+    fs::create_symlink(std::string("../../blobs/blob-") + f, repo / "snapshots" / commit / f);
+  }
+  return root;
+}
+
+TEST(Cli, HuggingFaceIdFromTheLocalCacheIsTheCheckpoint) {
+  namespace fs = std::filesystem;
+  const std::string ckpt = golden::data_dir() + "/realvocab_tied_bf16";
+  const std::string cache = ::testing::TempDir() + "/hayate_cli_hf_" + std::to_string(::getpid());
+  fs::remove_all(cache);
+  make_hf_cache(cache, ckpt);
+  const std::string tok = std::string(HAYATE_ASSETS_DIR) + "/llama3_1";
+  Proc direct = hayate({"generate", "--model", ckpt, "--tokenizer", tok, "--backend", "cpu",
+                        "--prompt", "Hello", "--max-tokens", "4", "--output-ids"});
+  ::setenv("HF_HUB_CACHE", cache.c_str(), 1);
+  // Positional, as `vllm serve MODEL`; and --model with --revision.
+  Proc cached = hayate({"generate", "org/tiny-golden", "--tokenizer", tok, "--backend", "cpu",
+                        "--prompt", "Hello", "--max-tokens", "4", "--output-ids"});
+  Proc missing_rev = hayate({"generate", "--model", "org/tiny-golden", "--revision", "v9",
+                             "--backend", "cpu", "--prompt", "Hello"});
+  Proc absent = hayate({"generate", "--model", "org/not-here", "--backend", "cpu", "--prompt", "x"});
+  ::unsetenv("HF_HUB_CACHE");
+  ASSERT_EQ(direct.code, 0) << direct.err;
+  ASSERT_EQ(cached.code, 0) << cached.err;
+  EXPECT_EQ(ids_of(cached), ids_of(direct));
+  EXPECT_EQ(missing_rev.code, 1);
+  EXPECT_NE(missing_rev.err.find("no revision 'v9'"), std::string::npos) << missing_rev.err;
+  EXPECT_EQ(absent.code, 1);
+  EXPECT_NE(absent.err.find("not in the local Hugging Face cache"), std::string::npos) << absent.err;
+  EXPECT_NE(absent.err.find("hf download org/not-here"), std::string::npos) << absent.err;
+  fs::remove_all(cache);
+}
+
+TEST(Cli, VllmAndLlamaServerNamesAreAliases) {
+  std::string long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt += "word ";
+  // Each name of the context length bounds it the same way.
+  for (const char* name : {"--max-model-len", "--max-context"})
+    expect_one_line_error(tiny({"generate", name, "16", "--prompt", long_prompt, "--max-tokens", "1"}),
+                          "context of 16 tokens");
+  Proc a = hayate(tiny({"generate", "--max-model-len", "64", "--prompt", "hi", "--max-tokens", "3",
+                        "--output-ids", "--dtype", "auto"}));
+  Proc b = hayate(tiny({"generate", "--max-context", "64", "--prompt", "hi", "--max-tokens", "3",
+                        "--output-ids"}));
+  EXPECT_EQ(ids_of(a), ids_of(b));
+  expect_one_line_error(tiny({"generate", "--dtype", "int4", "--prompt", "hi"}), "--dtype");
+  // An unknown flag: the nearest known one is suggested.
+  Proc r = hayate(tiny({"generate", "--max-tokenz", "3", "--prompt", "hi"}));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown option --max-tokenz (did you mean --max-tokens?)"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Cli, ChatKeepsTheConversation) {
+  const std::string cmd = std::string("printf 'Hello\\nHow are you?\\n/clear\\nAgain\\n' | ") +
+                          quote(std::string(HAYATE_BINARY_DIR) + "/hayate") +
+                          " chat dummy:tiny --backend cpu -n 3 --temperature 0 2>&1 >/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string err;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) err.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << err;
+  std::vector<int> prompts;
+  for (size_t at = err.find("["); at != std::string::npos; at = err.find("[", at + 1))
+    prompts.push_back(std::atoi(err.c_str() + at + 1));
+  ASSERT_EQ(prompts.size(), 3u) << err;
+  // Turn 2 carries turn 1 (question and reply); after /clear, a turn stands alone.
+  EXPECT_GT(prompts[1], prompts[0] + 3 + 3) << err;
+  EXPECT_LT(prompts[2], prompts[1]) << err;
+  EXPECT_NE(err.find("3 new (length)"), std::string::npos) << err;
+}
+
+TEST(Cli, InstalledBinaryFindsItsAssetsNextToItself) {
+  namespace fs = std::filesystem;
+  const std::string prefix = ::testing::TempDir() + "/hayate_install_" + std::to_string(::getpid());
+  fs::remove_all(prefix);
+  const std::string install = std::string(HAYATE_CMAKE) + " --install " +
+                              quote(HAYATE_BINARY_DIR) + " --prefix " + quote(prefix) +
+                              " >/dev/null";
+  ASSERT_EQ(std::system(install.c_str()), 0);
+  ASSERT_TRUE(fs::exists(prefix + "/bin/hayate"));
+  ASSERT_TRUE(fs::exists(prefix + "/share/hayate/assets/llama3_1/tokenizer.json"));
+  ASSERT_TRUE(fs::exists(prefix + "/share/hayate/tools/plot_report.py"));
+  // From another working directory, with the source tree's assets out of reach.
+  const std::string run = "cd / && " + quote(prefix + "/bin/hayate") +
+                          " generate dummy:tiny --backend cpu --prompt hi --max-tokens 2 "
+                          "--output-ids >/dev/null 2>&1";
+  EXPECT_EQ(std::system(run.c_str()), 0);
+  const std::string bad = "cd / && HAYATE_HOME=/nonexistent " + quote(prefix + "/bin/hayate") +
+                          " generate dummy:tiny --backend cpu --prompt hi 2>&1 | grep -q HAYATE_HOME";
+  EXPECT_EQ(std::system(bad.c_str()), 0);
+  fs::remove_all(prefix);
 }
 
 // `hayate profile` on the CPU: the plan, and every op's bytes and FLOPs as

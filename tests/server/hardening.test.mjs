@@ -176,11 +176,11 @@ test('idle connection threads end', { timeout: 60000 }, async () => {
   assert.equal((await srv.stop()).code, 0);
 });
 
-test('--port and --max-context out of range are refused with a one-line error', () => {
+test('--port and --max-model-len out of range are refused with a one-line error', () => {
   for (const [flags, message] of [[['--port', '70000'], /--port must be in \[0, 65535\], got 70000/],
     [['--port', '-1'], /--port must be in \[0, 65535\]/],
-    [['--port', '0', '--max-context', '100000000'], /--max-context must be in \[0, 4096\]/],
-    [['--port', '0', '--max-context', '-1'], /--max-context must be in \[0, 4096\]/]]) {
+    [['--port', '0', '--max-context', '100000000'], /--max-model-len must be in \[0, 4096\]/],
+    [['--port', '0', '--max-model-len', '-1'], /--max-model-len must be in \[0, 4096\]/]]) {
     const r = spawnSync(process.env.HAYATE_BIN, ['serve', '--model', 'dummy:tiny', '--backend',
       'cpu', ...flags], { encoding: 'utf8', timeout: 60000 });
     assert.equal(r.status, 1, flags.join(' ') + ': ' + r.stdout + r.stderr);

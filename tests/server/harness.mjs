@@ -27,10 +27,12 @@ after(() => {
 });
 
 // Options: args (extra CLI flags), ready (wait for /health 200; default true),
-// timeoutMs (startup bound).
-export async function startServer({ args = [], ready = true, timeoutMs = 90000 } = {}) {
-  const proc = spawn(BIN, ['serve', '--model', 'dummy:tiny', '--backend', 'cpu', '--host',
-    '127.0.0.1', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+// timeoutMs (startup bound), argv (replaces the default
+// `--model dummy:tiny --backend cpu`), env (added to the environment).
+export async function startServer({ args = [], ready = true, timeoutMs = 90000,
+  argv = ['--model', 'dummy:tiny', '--backend', 'cpu'], env = {} } = {}) {
+  const proc = spawn(BIN, ['serve', ...argv, '--host', '127.0.0.1', '--port', '0', ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   const out = [];
   live.add(proc);
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => {
@@ -95,15 +97,19 @@ export async function post(url, body, headers = {}) {
   return { status: r.status, headers: r.headers, json, text };
 }
 
-// Reads /metrics into {name -> value} for unlabelled samples and
-// {name{labels} -> value} for labelled ones.
+// Reads /metrics into {name{labels} -> value}, and also under the key
+// without the model_name label every series carries ({name -> value} for a
+// series with no other label, name{rest} otherwise).
 export async function metrics(url) {
   const text = await (await fetch(`${url}/metrics`)).text();
   const m = {};
   for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
     const i = line.lastIndexOf(' ');
-    m[line.slice(0, i)] = Number(line.slice(i + 1));
+    const key = line.slice(0, i);
+    const value = Number(line.slice(i + 1));
+    m[key] = value;
+    m[key.replace(/model_name="(?:[^"\\]|\\.)*",?/, '').replace('{}', '')] = value;
   }
   return m;
 }

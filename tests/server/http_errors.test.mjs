@@ -101,7 +101,15 @@ test('400 for malformed JSON, wrong types, bad values; 404 for paths', async () 
     [{ max_tokens: 2 }, 'prompt'],
     [{ prompt: 'x', model: 5 }, 'model'],
     [{ prompt: 'x', logprobs: 100 }, 'logprobs'],
-    [{ prompt: 'x', logit_bias: { 5: 1 } }, 'logit_bias'],
+    [{ prompt: 'x', logit_bias: { abc: 1 } }, 'logit_bias'],
+    [{ prompt: 'x', logit_bias: { 128256: 1 } }, 'logit_bias'],
+    [{ prompt: 'x', logit_bias: { '-1': 1 } }, 'logit_bias'],
+    [{ prompt: 'x', logit_bias: { 5: 'NaN' } }, 'logit_bias'],
+    [{ prompt: 'x', logit_bias: { 5: 101 } }, 'logit_bias'],
+    [{ prompt: 'x', logit_bias: [5] }, 'logit_bias'],
+    [{ prompt: 'x', min_tokens: -1 }, 'min_tokens'],
+    [{ prompt: 'x', max_tokens: 4, min_tokens: 5 }, 'min_tokens'],
+    [{ prompt: 'x', include_stop_str_in_output: 'yes' }, 'include_stop_str_in_output'],
     [{ prompt: 'x', ignore_eos: 1 }, 'ignore_eos'],
   ];
   for (const [body, param] of bad) {

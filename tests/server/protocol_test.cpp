@@ -337,5 +337,36 @@ TEST_F(ProtocolTest, TokenizeAndDetokenize) {
   EXPECT_THROW(handle_tokenize({{"prompt", 3}}, limits_, *tok_), ApiError);
 }
 
+TEST_F(ProtocolTest, LogitBiasMinTokensAndIncludeStopStr) {
+  GenRequest r = parse({{"prompt", "x"}, {"max_tokens", 8}, {"logit_bias", {{"900", -100}, {"5", 2.5}, {"128255", 100}}},
+                        {"min_tokens", 3}, {"include_stop_str_in_output", true}});
+  EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{
+                                       {5, 2.5f}, {900, -100.0f}, {128255, 100.0f}}));
+  EXPECT_EQ(r.sampling.min_tokens, 3);
+  EXPECT_TRUE(r.include_stop_str_in_output);
+  EXPECT_TRUE(r.sampling.needs_host());
+  r = parse({{"prompt", "x"}, {"logit_bias", json::object()}});
+  EXPECT_TRUE(r.sampling.logit_bias.empty());
+  EXPECT_FALSE(r.include_stop_str_in_output);
+
+  // Hostile maps: more entries than the vocabulary, ids out of range or not
+  // ids, non-numbers, out-of-range biases, one id twice under two spellings.
+  json huge = json::object();
+  for (int i = 0; i < 1000000; ++i) huge[std::to_string(i)] = 1;
+  for (const json& bias : {huge, json{{"128256", 1}}, json{{"-3", 1}}, json{{"1e3", 1}},
+                           json{{"x", 1}}, json{{"5", "NaN"}}, json{{"5", nullptr}},
+                           json{{"5", 100.5}}, json{{"5", -1e300}}, json{{"7", 1}, {"007", 2}},
+                           json{{"99999999999999999999", 1}}, json::array({1})}) {
+    ApiError e = error_of({{"prompt", "x"}, {"logit_bias", bias}});
+    EXPECT_EQ(e.status(), 400) << bias.dump().substr(0, 80);
+    EXPECT_EQ(e.param(), "logit_bias") << bias.dump().substr(0, 80);
+  }
+  EXPECT_EQ(error_of({{"prompt", "x"}, {"min_tokens", -1}}).param(), "min_tokens");
+  EXPECT_EQ(error_of({{"prompt", "x"}, {"max_tokens", 2}, {"min_tokens", 3}}).param(), "min_tokens");
+  EXPECT_EQ(error_of({{"prompt", "x"}, {"min_tokens", 1.5}}).param(), "min_tokens");
+  EXPECT_EQ(error_of({{"prompt", "x"}, {"include_stop_str_in_output", 1}}).param(),
+            "include_stop_str_in_output");
+}
+
 }  // namespace
 }  // namespace hayate::server
