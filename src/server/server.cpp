@@ -100,8 +100,10 @@ void OpenAIServer::Impl::begin_access(const httplib::Request& req, std::string r
 void OpenAIServer::Impl::note_call(const httplib::Request& req, const std::shared_ptr<Call>& call) {
   std::string prompt;
   if (opt.log.log_requests) {
-    prompt = call->req.echo_text.empty() ? model.tokenizer->decode(call->req.prompt_ids)
-                                         : call->req.echo_text;
+    for (const PromptIds& q : call->req.prompts) {  // a list of prompts: one after the other
+      if (!prompt.empty()) prompt += "\n";
+      prompt += q.echo_text.empty() ? model.tokenizer->decode(q.ids) : q.echo_text;
+    }
     if (prompt.size() > 4096) prompt.resize(4096);
   }
   std::lock_guard lock(access_m);
@@ -124,7 +126,8 @@ void OpenAIServer::Impl::end_access(const httplib::Request& req, const httplib::
       r.prompt = std::move(it->second.prompt);
       if (const std::shared_ptr<Call>& call = it->second.call) {
         std::lock_guard call_lock(call->m);
-        r.prompt_tokens = int(call->req.prompt_ids.size());
+        r.prompt_tokens = 0;
+        for (const PromptIds& q : call->req.prompts) r.prompt_tokens += int(q.ids.size());
         r.completion_tokens = 0;
         for (const ChoiceState& c : call->choices) r.completion_tokens += c.completion_tokens;
         if (call->first_token)
