@@ -38,12 +38,12 @@ struct SamplingParams {
   // OpenAI's logit_bias: added to the raw logit of each id before the
   // penalties and filters (vLLM's order). Sorted by id, ids unique, values
   // finite in [-100, 100].
-  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<std::pair<int32_t, float>> logit_bias{};
   // vLLM's min_tokens: eos and stop_token_ids cannot be sampled before this
   // many ids were generated. The engine turns it into `suppressed`.
   int min_tokens = 0;
   // Ids whose logits are -inf for now (the engine's; empty when none).
-  std::vector<int32_t> suppressed;
+  std::vector<int32_t> suppressed{};
 
   // Throws Error naming the bad field (negative or non-finite temperature,
   // top_p outside (0, 1], top_k < 0, min_p outside [0, 1], penalties out of
