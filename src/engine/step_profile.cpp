@@ -47,6 +47,14 @@ OpCost times(OpCost c, int layers) {
   return c;
 }
 
+// One more kernel (or lap) of `name`, summed in first-seen order.
+void add_time(std::vector<OpTime>& times, const std::string& name, double ms) {
+  auto it = std::find_if(times.begin(), times.end(), [&](const OpTime& t) { return t.name == name; });
+  if (it == times.end()) it = times.insert(times.end(), OpTime{name});
+  it->ms += ms;
+  ++it->kernels;
+}
+
 // a's whole output is b's input: neither the write nor the read happens.
 OpCost merge(const OpCost& a, const OpCost& b) {
   OpCost c = b;
@@ -154,10 +162,7 @@ void OpClock::lap_armed(const char* op) {
   const auto now = std::chrono::steady_clock::now();
   const double ms = std::chrono::duration<double, std::milli>(now - last_).count();
   last_ = now;
-  auto it = std::find_if(ops_.begin(), ops_.end(), [&](const OpTime& t) { return t.name == op; });
-  if (it == ops_.end()) it = ops_.insert(ops_.end(), OpTime{op});
-  it->ms += ms;
-  ++it->kernels;
+  add_time(ops_, op, ms);
 }
 
 std::vector<OpTime> OpClock::take() {
@@ -200,12 +205,7 @@ std::vector<OpCost> expand_calls(const std::vector<OpCost>& ops, bool step_meta)
 std::vector<OpTime> attribute(const std::vector<std::pair<std::string, double>>& kernels,
                               const std::vector<OpCost>& ops) {
   std::vector<OpTime> out;
-  const auto add = [&](const std::string& name, double ms) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const OpTime& t) { return t.name == name; });
-    if (it == out.end()) it = out.insert(out.end(), OpTime{name});
-    it->ms += ms;
-    ++it->kernels;
-  };
+  const auto add = [&](const std::string& name, double ms) { add_time(out, name, ms); };
   size_t at = 0;
   for (const auto& [kind, ms] : kernels) {
     size_t j = at;
