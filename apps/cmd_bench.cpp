@@ -134,9 +134,10 @@ void run_serve_mode(const BenchArgs& a) {
     o.input_len = t.input_len;
     o.output_len = t.output_len;
     o.prefix_len = t.prefix_len;
+    if (t.turns > 1) o.prompt_kind = "words";  // a chat resends its answers as text
     if (o.max_concurrency == 0) o.max_concurrency = t.concurrency;
   }
-  HAYATE_CHECK(t.turns == 1, "--turns (and chat presets) work in --mode throughput only");
+  o.turns = t.turns;
   if (a.request_rate == "inf") {
     o.request_rate = std::numeric_limits<double>::infinity();
   } else {
@@ -301,8 +302,8 @@ void add_bench_command(CLI::App& app) {
                   "throughput/serve: random ids (serve: or words) shared by every prompt (a "
                   "system prompt) before its --input-len own");
   cmd->add_option("--turns", t.turns,
-                  "throughput: chats of this many turns, each resending the conversation and "
-                  "--input-len new ids (--num-prompts chats)");
+                  "throughput/serve: chats of this many turns, each resending the conversation "
+                  "and --input-len new ids (serve: words) (--num-prompts chats)");
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", t.enable_prefix_caching,
                 "throughput: reuse the KV blocks of computed prompt prefixes (default on)");
   auto* seqs = cmd->add_option("--max-num-seqs", t.max_num_seqs,
@@ -316,6 +317,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--endpoint", a->serve.endpoint, "serve: http://HOST:PORT/v1");
   cmd->add_option("--request-rate", a->request_rate, "serve: requests/s (Poisson) or inf");
   cmd->add_option("--max-concurrency", a->serve.max_concurrency, "serve: most requests in flight");
+  cmd->add_option("--prompt-kind", a->serve.prompt_kind,
+                  "serve: random token ids, or random English words (chats: words)")
+      ->check(CLI::IsMember({"ids", "words"}))
+      ->capture_default_str();
   cmd->add_option("--api-key", a->serve.api_key,
                   "serve: bearer token (default: $OPENAI_API_KEY, as vllm bench serve)");
   cmd->add_option("--label", a->serve.label, "serve: what the endpoint runs (hayate, vllm, ...)");

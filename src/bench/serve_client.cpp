@@ -129,6 +129,9 @@ ServeRequestRecord run_one(const std::string& origin, const std::string& path,
     }
     if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
       const Clock::time_point now = Clock::now();
+      const json& c = j["choices"][0];
+      if (c.is_object() && c.contains("text") && c["text"].is_string())
+        r.text += c["text"].get_ref<const std::string&>();
       if (!r.ttft_s)
         r.ttft_s = std::chrono::duration<double>(now - sent).count();
       else
@@ -230,6 +233,7 @@ ServeBenchSummary summarize_serve(const std::vector<ServeRequestRecord>& request
   ServeBenchSummary s;
   s.duration_s = duration_s;
   std::vector<double> ttft, tpot, itl, e2el;
+  std::vector<std::vector<double>> ttft_turn;
   for (const ServeRequestRecord& r : requests) {
     if (!r.ok()) {
       ++s.failed;
@@ -239,7 +243,11 @@ ServeBenchSummary summarize_serve(const std::vector<ServeRequestRecord>& request
     s.input_tokens += r.prompt_tokens;
     s.output_tokens += r.output_tokens;
     s.cached_tokens += r.cached_tokens;
-    if (r.ttft_s) ttft.push_back(*r.ttft_s);
+    if (r.ttft_s) {
+      ttft.push_back(*r.ttft_s);
+      if (ttft_turn.size() <= size_t(r.turn)) ttft_turn.resize(size_t(r.turn) + 1);
+      ttft_turn[size_t(r.turn)].push_back(*r.ttft_s);
+    }
     if (r.tpot_s) tpot.push_back(*r.tpot_s);
     itl.insert(itl.end(), r.itl_s.begin(), r.itl_s.end());
     e2el.push_back(r.latency_s);
@@ -253,6 +261,9 @@ ServeBenchSummary summarize_serve(const std::vector<ServeRequestRecord>& request
     s.prefix_cache_hit_rate = double(s.cached_tokens) / double(s.input_tokens);
   if (!ttft.empty()) s.ttft_ms = stats_ms(ttft);
   if (!tpot.empty()) s.tpot_ms = stats_ms(tpot);
+  if (ttft_turn.size() > 1)
+    for (const std::vector<double>& v : ttft_turn)
+      s.ttft_ms_by_turn.push_back(v.empty() ? LatencyStats{} : stats_ms(v));
   if (!itl.empty()) s.itl_ms = stats_ms(itl);
   if (!e2el.empty()) s.e2el_ms = stats_ms(e2el);
   return s;
@@ -263,10 +274,14 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
   HAYATE_CHECK(o.input_len >= 1, "--input-len must be >= 1");
   HAYATE_CHECK(o.prefix_len >= 0, "--prefix-len must be >= 0");
   HAYATE_CHECK(o.output_len >= 1, "--output-len must be >= 1");
+  HAYATE_CHECK(o.turns >= 1, "--turns must be >= 1, got ", o.turns);
   HAYATE_CHECK(o.request_rate > 0.0, "--request-rate must be > 0 (or inf)");
   HAYATE_CHECK(o.max_concurrency >= 0, "--max-concurrency must be >= 0");
   HAYATE_CHECK(o.prompt_kind == "ids" || o.prompt_kind == "words",
                "--prompt-kind must be ids or words, got '", o.prompt_kind, "'");
+  HAYATE_CHECK(o.turns == 1 || o.prompt_kind == "words",
+               "--turns in --mode serve needs --prompt-kind words (each turn resends the answers, "
+               "which come back as text)");
   HAYATE_CHECK(0 <= o.id_low && o.id_low < o.id_high, "random id range [", o.id_low, ", ",
                o.id_high, ") is empty");
   HAYATE_CHECK(o.request_timeout_s >= 1.0, "request timeout must be >= 1 s");
@@ -285,24 +300,30 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
   std::mt19937_64 prefix_rng(o.seed ^ 0x5052454649580000ull);
   const json shared =
       o.prefix_len > 0 ? make_prompt(o, o.prefix_len, prefix_rng) : json(nullptr);
-  std::vector<std::string> bodies;
+  // Requests (chats: their first turns) and their arrivals.
+  std::vector<json> first;
   std::vector<double> arrival_s;
   double t = 0.0;
   std::exponential_distribution<double> gap(std::isinf(o.request_rate) ? 1.0 : o.request_rate);
   for (int i = 0; i < o.num_prompts; ++i) {
-    json body = {{"model", result.server_model},
-                 {"prompt", make_prompt(o, o.input_len, rng, shared)},
-                 {"max_tokens", o.output_len},
-                 {"temperature", 0.0},
-                 {"ignore_eos", true},
-                 {"stream", true},
-                 {"stream_options", {{"include_usage", true}}}};
-    bodies.push_back(body.dump());
+    first.push_back(make_prompt(o, o.input_len, rng, shared));
     arrival_s.push_back(t);
     if (!std::isinf(o.request_rate)) t += gap(rng);
   }
+  auto body_of = [&](const json& prompt) {
+    return json{{"model", result.server_model},
+                {"prompt", prompt},
+                {"max_tokens", o.output_len},
+                {"temperature", 0.0},
+                {"ignore_eos", true},
+                {"stream", true},
+                {"stream_options", {{"include_usage", true}}}}
+        .dump();
+  };
 
-  result.requests.resize(size_t(o.num_prompts));
+  const int turns = o.turns;
+  const int total = o.num_prompts * turns;
+  result.requests.resize(size_t(total));
   std::mutex mu;
   std::condition_variable cv;
   int in_flight = 0;
@@ -310,7 +331,7 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
   int max_seen = 0;
   const std::string path = prefix + "/completions";
   std::vector<std::thread> threads;
-  threads.reserve(bodies.size());
+  threads.reserve(first.size());
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < o.num_prompts; ++i) {
     std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
@@ -324,20 +345,35 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
       max_seen = std::max(max_seen, in_flight);
     }
     threads.emplace_back([&, i] {
-      ServeRequestRecord rec;
-      try {
-        rec = run_one(origin, path, bodies[size_t(i)], o, start);
-      } catch (const std::exception& e) {
-        rec.error = cat("client: ", e.what());
+      // A chat's later turns draw their own words from a stream of the chat's.
+      std::mt19937_64 own(o.seed ^ (0x4348415400000000ull + uint64_t(i)));
+      json prompt = first[size_t(i)];
+      bool failed = false;
+      for (int turn = 0; turn < turns; ++turn) {
+        ServeRequestRecord rec;
+        if (failed) {
+          rec.error = "not sent: an earlier turn of its chat failed";
+        } else {
+          try {
+            rec = run_one(origin, path, body_of(prompt), o, start);
+          } catch (const std::exception& e) {
+            rec.error = cat("client: ", e.what());
+          }
+          failed = !rec.ok();
+        }
+        rec.index = i * turns + turn;
+        rec.turn = turn;
+        rec.arrival_s = turn == 0 ? arrival_s[size_t(i)] : rec.send_s;
+        if (turn + 1 < turns && !failed)  // the conversation so far, then new words
+          prompt = make_prompt(o, o.input_len, own, json(prompt.get<std::string>() + rec.text));
+        std::lock_guard lock(mu);
+        result.requests[size_t(rec.index)] = std::move(rec);
+        ++finished;
+        if (progress && (finished % std::max(1, total / 10) == 0 || finished == total))
+          *progress << "bench serve: " << finished << "/" << total << " done\n" << std::flush;
       }
-      rec.index = i;
-      rec.arrival_s = arrival_s[size_t(i)];
       std::lock_guard lock(mu);
-      result.requests[size_t(i)] = std::move(rec);
       --in_flight;
-      ++finished;
-      if (progress && (finished % std::max(1, o.num_prompts / 10) == 0 || finished == o.num_prompts))
-        *progress << "bench serve: " << finished << "/" << o.num_prompts << " done\n" << std::flush;
       cv.notify_all();
     });
   }
@@ -358,6 +394,10 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
   if (o.prefix_len > 0)
     result.notes.push_back(cat("prompts: a shared prefix of ", o.prefix_len, " ", o.prompt_kind,
                                ", then each its own"));
+  if (turns > 1)
+    result.notes.push_back(cat(o.num_prompts, " chats of ", turns,
+                               " turns: each turn sends the previous prompt, its answer and ",
+                               o.input_len, " new words"));
   if (o.prompt_kind == "ids")
     result.notes.push_back(cat("prompts: ", o.input_len, " random token ids in [", o.id_low, ", ",
                                o.id_high, ") each"));
@@ -385,6 +425,7 @@ json to_json(const ServeBenchResult& r) {
     json itl = json::array();
     for (double x : q.itl_s) itl.push_back(x * 1000.0);
     requests.push_back({{"index", q.index},
+                        {"turn", q.turn},
                         {"prompt_tokens", q.prompt_tokens},
                         {"output_tokens", q.output_tokens},
                         {"cached_tokens", q.cached_tokens},
@@ -413,6 +454,7 @@ json to_json(const ServeBenchResult& r) {
         {"input_len", o.input_len},
         {"prefix_len", o.prefix_len},
         {"output_len", o.output_len},
+        {"turns", o.turns},
         {"request_rate", std::isinf(o.request_rate) ? json("inf") : json(o.request_rate)},
         {"burstiness", 1.0},
         {"max_concurrency", o.max_concurrency == 0 ? json(nullptr) : json(o.max_concurrency)},
@@ -440,7 +482,12 @@ json to_json(const ServeBenchResult& r) {
         {"ttft_ms", stats_json(s.ttft_ms)},
         {"tpot_ms", stats_json(s.tpot_ms)},
         {"itl_ms", stats_json(s.itl_ms)},
-        {"e2el_ms", stats_json(s.e2el_ms)}}},
+        {"e2el_ms", stats_json(s.e2el_ms)},
+        {"ttft_ms_by_turn", [&] {
+           json by_turn = json::array();
+           for (const LatencyStats& st : s.ttft_ms_by_turn) by_turn.push_back(stats_json(st));
+           return by_turn;
+         }()}}},
       {"notes", r.notes},
   };
 }
@@ -490,6 +537,11 @@ std::string format_serve(const ServeBenchResult& r) {
   block("Time per Output Token (excl. 1st token)", "TPOT", s.tpot_ms);
   block("Inter-token Latency", "ITL", s.itl_ms);
   block("End-to-end Latency", "E2EL", s.e2el_ms);
+  if (!s.ttft_ms_by_turn.empty()) {
+    head("Time to First Token by Turn");
+    for (size_t k = 0; k < s.ttft_ms_by_turn.size(); ++k)
+      row(cat("Median TTFT, turn ", k + 1, " (ms):").c_str(), s.ttft_ms_by_turn[k].median);
+  }
   out += "==================================================\n";
   return out;
 }

@@ -12,6 +12,11 @@
 // prompt tokens (servers that report no cached tokens count as 0).
 // Arrivals: Poisson at request_rate (exponential gaps, seeded), or all at once
 // for inf; at most max_concurrency requests in flight (0 = no bound).
+// Chats (turns > 1): num_prompts conversations arrive as requests do; each
+// sends its turns one after another, a turn's prompt being the previous
+// prompt, the previous answer's text and input_len new words, as a chat
+// client resends the conversation (words only: the answer comes back as
+// text); a chat holds its concurrency slot across its turns.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +42,7 @@ struct ServeBenchOptions {
   int input_len = 128;               // prompt tokens (ids) or words (words)
   int prefix_len = 0;                // ids (or words) shared by every prompt, before its own
   int output_len = 128;              // max_tokens, with ignore_eos so every request makes them all
+  int turns = 1;                     // > 1: num_prompts chats of this many turns
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s
   int max_concurrency = 0;           // 0: no bound
   std::string prompt_kind = "ids";   // ids: random token ids; words: random English words
@@ -46,7 +52,8 @@ struct ServeBenchOptions {
 };
 
 struct ServeRequestRecord {
-  int index = 0;
+  int index = 0;            // chats: chat * turns + turn
+  int turn = 0;             // chats: 0 .. turns - 1
   int prompt_tokens = 0;    // usage.prompt_tokens (0 when the server sent no usage)
   int output_tokens = 0;    // usage.completion_tokens, else the number of chunks
   int cached_tokens = 0;    // usage.prompt_tokens_details.cached_tokens (0 when not sent)
@@ -57,6 +64,7 @@ struct ServeRequestRecord {
   std::optional<double> tpot_s;
   std::vector<double> itl_s;
   std::string error;        // non-empty: failed (HTTP status, error event, transport)
+  std::string text;         // the streamed completion (chats resend it; not in the JSON)
   bool ok() const { return error.empty(); }
 };
 
@@ -77,6 +85,7 @@ struct ServeBenchSummary {
   int64_t cached_tokens = 0;            // prompt tokens the server found computed
   double prefix_cache_hit_rate = 0.0;   // cached_tokens / input_tokens
   std::optional<LatencyStats> ttft_ms, tpot_ms, itl_ms, e2el_ms;
+  std::vector<LatencyStats> ttft_ms_by_turn;  // chats: TTFT of each turn's requests
 };
 
 struct ServeBenchResult {

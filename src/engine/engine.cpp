@@ -423,6 +423,10 @@ struct Engine::Impl {
     for (const auto& [id, bias] : r.sampling.logit_bias)
       HAYATE_CHECK(id < c.vocab_size, "request: logit_bias token id ", id,
                    " is outside the vocabulary [0, ", c.vocab_size, ")");
+    for (const std::vector<int32_t>& w : r.sampling.bad_words)
+      for (int32_t id : w)
+        HAYATE_CHECK(id < c.vocab_size, "request: bad_words token id ", id,
+                     " is outside the vocabulary [0, ", c.vocab_size, ")");
     HAYATE_CHECK(r.sampling.min_tokens <= r.max_tokens, "request: min_tokens ",
                  r.sampling.min_tokens, " exceeds max_tokens ", r.max_tokens);
     HAYATE_CHECK(r.sampling.suppressed.empty(), "request: suppressed ids are the engine's");

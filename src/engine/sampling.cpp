@@ -36,9 +36,14 @@ void SamplingParams::validate() const {
                  "logit_bias: bias of token ", id, " must be in [-100, 100], got ", bias);
   }
   for (int32_t id : suppressed) HAYATE_CHECK(id >= 0, "suppressed token id ", id, " is negative");
+  for (const std::vector<int32_t>& w : bad_words) {
+    HAYATE_CHECK(!w.empty(), "bad_words: an entry has no token ids");
+    for (int32_t id : w) HAYATE_CHECK(id >= 0, "bad_words: token id ", id, " is negative");
+  }
 }
 
-void apply_logit_edits(std::span<float> logits, const SamplingParams& p) {
+void apply_logit_edits(std::span<float> logits, const SamplingParams& p,
+                       std::span<const int32_t> generated) {
   const size_t V = logits.size();
   for (const auto& [id, bias] : p.logit_bias) {
     HAYATE_CHECK(size_t(id) < V, "logit_bias: token id ", id, " is outside the vocabulary");
@@ -47,6 +52,16 @@ void apply_logit_edits(std::span<float> logits, const SamplingParams& p) {
   for (int32_t id : p.suppressed) {
     HAYATE_CHECK(size_t(id) < V, "suppressed token id ", id, " is outside the vocabulary");
     logits[size_t(id)] = -INFINITY;
+  }
+  // vLLM's rule: a word of n ids bans its last id once the generated ids end
+  // with its first n - 1 (a one-id word is banned everywhere).
+  for (const std::vector<int32_t>& w : p.bad_words) {
+    const size_t prefix = w.size() - 1;
+    if (prefix > generated.size()) continue;
+    if (!std::equal(w.begin(), w.end() - 1, generated.end() - ptrdiff_t(prefix))) continue;
+    HAYATE_CHECK(size_t(w.back()) < V, "bad_words: token id ", w.back(),
+                 " is outside the vocabulary");
+    logits[size_t(w.back())] = -INFINITY;
   }
 }
 
@@ -281,7 +296,7 @@ SampleResult sample_with_logprobs(std::span<const float> logits, const SamplingP
   std::span<const float> use = logits;
   if (p.has_penalties() || p.has_logit_edits()) {
     work.assign(logits.begin(), logits.end());
-    apply_logit_edits(work, p);
+    apply_logit_edits(work, p, generated);
     if (p.has_penalties()) apply_penalties(work, p, prompt, generated, seen);
     use = work;
   }

@@ -42,19 +42,25 @@ struct SamplingParams {
   // vLLM's min_tokens: eos and stop_token_ids cannot be sampled before this
   // many ids were generated. The engine turns it into `suppressed`.
   int min_tokens = 0;
+  // vLLM's bad_words as token-id sequences (the server tokenizes each word
+  // with and without a leading space): the last id of a sequence is banned
+  // wherever the ids generated so far end with the ones before it.
+  std::vector<std::vector<int32_t>> bad_words{};
   // Ids whose logits are -inf for now (the engine's; empty when none).
   std::vector<int32_t> suppressed{};
 
   // Throws Error naming the bad field (negative or non-finite temperature,
   // top_p outside (0, 1], top_k < 0, min_p outside [0, 1], penalties out of
-  // their ranges, logprobs < -1).
+  // their ranges, logprobs < -1, an empty bad word or a negative id).
   void validate() const;
   // Every sampler (host, CUDA single stream and batch) branches on this.
   bool greedy() const { return temperature < kSamplingEps; }
   bool has_penalties() const {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
   }
-  bool has_logit_edits() const { return !logit_bias.empty() || !suppressed.empty(); }
+  bool has_logit_edits() const {
+    return !logit_bias.empty() || !suppressed.empty() || !bad_words.empty();
+  }
   // Sampling must run on the host (sample_with_logprobs over the logits row)
   // instead of the backend's own sampler. Logit edits take this path on
   // every backend, so the CPU and CUDA backends apply them by the same code.
@@ -98,8 +104,11 @@ void apply_penalties(std::span<float> logits, const SamplingParams& p,
                      std::span<const int32_t> prompt, std::span<const int32_t> generated,
                      std::vector<uint8_t>& seen);
 
-// Adds p.logit_bias and masks p.suppressed in `logits` (ids must be in range).
-void apply_logit_edits(std::span<float> logits, const SamplingParams& p);
+// Adds p.logit_bias, masks p.suppressed and the bad words that `generated`
+// (the ids generated so far) completes but for their last id, in `logits`
+// (ids must be in range).
+void apply_logit_edits(std::span<float> logits, const SamplingParams& p,
+                       std::span<const int32_t> generated);
 
 // The host path for requests that need it (p.needs_host()): logit edits and penalties, then
 // sample_token's filters and draw (same random stream, so without penalties

@@ -145,10 +145,6 @@ void reject_unsupported(const json& body) {
   }
   if (const json* v = field(body, "use_beam_search"))
     if (get_bool(*v, "use_beam_search")) throw unsupported("use_beam_search", "");
-  if (const json* v = field(body, "bad_words")) {
-    if (!v->is_array()) throw bad_request("'bad_words' must be a list", "bad_words");
-    if (!v->empty()) throw unsupported("bad_words", "");
-  }
   if (const json* v = field(body, "suffix")) {
     get_string(*v, "suffix");
     throw unsupported("suffix", "");
@@ -194,6 +190,35 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& v, const Lim
   for (size_t i = 1; i < out.size(); ++i)
     if (out[i].first == out[i - 1].first)
       throw bad_request(cat("'logit_bias' names token ", out[i].first, " twice"), "logit_bias");
+  return out;
+}
+
+// vLLM's bad_words: each word is tokenized as it stands and with one leading
+// space (so it is banned at the start of the text and after a space alike);
+// the spaced form counts only when it is a different word of as many ids, as
+// vLLM's SamplingParams.update_from_tokenizer decides.
+std::vector<std::vector<int32_t>> parse_bad_words(const json& v, const Limits& lim,
+                                                  const Tokenizer& tok) {
+  if (!v.is_array()) throw bad_request("'bad_words' must be a list of strings", "bad_words");
+  if (int(v.size()) > lim.max_bad_words)
+    throw bad_request(cat("too many bad_words: ", v.size(), " (at most ", lim.max_bad_words, ")"),
+                      "bad_words");
+  std::vector<std::vector<int32_t>> out;
+  for (const json& w : v) {
+    const std::string& word = get_string(w, "bad_words");
+    if (int(word.size()) > lim.max_bad_word_len)
+      throw bad_request(cat("a bad word is longer than ", lim.max_bad_word_len, " bytes"),
+                        "bad_words");
+    const std::string_view bare = std::string_view(word).substr(
+        std::min(word.size(), word.find_first_not_of(" \t\n\r\f\v")));
+    if (bare.empty()) throw bad_request("bad_words must not be empty or blank", "bad_words");
+    std::vector<int32_t> plain = tok.encode(bare, /*add_special_tokens=*/false);
+    std::vector<int32_t> spaced = tok.encode(cat(" ", bare), /*add_special_tokens=*/false);
+    const bool distinct = !spaced.empty() && spaced.size() == plain.size() &&
+                          spaced.front() != plain.front();
+    out.push_back(std::move(plain));
+    if (distinct) out.push_back(std::move(spaced));
+  }
   return out;
 }
 
@@ -344,6 +369,7 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
     r.n = int(n);
   }
   if (const json* v = field(body, "logit_bias")) s.logit_bias = parse_logit_bias(*v, lim);
+  if (const json* v = field(body, "bad_words")) s.bad_words = parse_bad_words(*v, lim, tok);
   if (const json* v = field(body, "stop")) r.stop = parse_stop(*v, lim);
   if (const json* v = field(body, "include_stop_str_in_output"))
     r.include_stop_str_in_output = get_bool(*v, "include_stop_str_in_output");

@@ -29,6 +29,8 @@ struct Limits {
   int max_stop_len = 256;
   int max_logprobs = 20;  // logprobs, top_logprobs and prompt_logprobs bound (as vLLM)
   int max_prompts = 1024;  // prompts in one batched completions request
+  int max_bad_words = 256;     // vLLM's bad_words: entries, each at most max_bad_word_len bytes
+  int max_bad_word_len = 256;
 };
 
 // Sampling defaults from generation_config.json, as vLLM applies them: they

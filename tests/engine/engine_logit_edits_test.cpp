@@ -1,7 +1,9 @@
 // logit_bias and min_tokens through the engine (CPU backend), each against its
 // definition written out here on the oracle's logits: OpenAI's logit_bias adds
 // the bias to the raw logit before anything else; vLLM's min_tokens makes eos
-// and stop_token_ids unsampleable until that many ids were generated.
+// and stop_token_ids unsampleable until that many ids were generated; vLLM's
+// bad_words bans a word's last id wherever the ids generated so far end with
+// the ones before it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,8 +16,8 @@
 namespace hayate::testing_engine {
 namespace {
 
-// Greedy over the oracle's logits with `edit` applied to each step's row
-// (teacher-forced on the ids it picks).
+// Greedy over the oracle's logits with `edit(step, row, ids so far)` applied to
+// each step's row (teacher-forced on the ids it picks).
 template <typename Edit>
 std::vector<int32_t> edited_greedy(const std::vector<int32_t>& prompt, int n, Edit edit) {
   std::vector<int32_t> out;
@@ -23,7 +25,7 @@ std::vector<int32_t> edited_greedy(const std::vector<int32_t>& prompt, int n, Ed
   EngineTest::oracle_logits(prompt, 0, row);
   int pos = int(prompt.size());
   for (int i = 0; i < n; ++i) {
-    edit(i, row);
+    edit(i, row, out);
     const int32_t best = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
     out.push_back(best);
     const int32_t one[1] = {best};
@@ -50,7 +52,7 @@ TEST_F(EngineTest, LogitBiasIsAddedToTheRawLogits) {
   std::map<int32_t, float> bias = {{plain[0], -30.0f}, {plain[1], -5.0f}, {77, 2.5f}};
   SamplingParams p;
   for (const auto& [id, b] : bias) p.logit_bias.emplace_back(id, b);
-  const std::vector<int32_t> want = edited_greedy(prompt, n, [&](int, std::vector<float>& row) {
+  const std::vector<int32_t> want = edited_greedy(prompt, n, [&](int, std::vector<float>& row, const std::vector<int32_t>&) {
     for (const auto& [id, b] : bias) row[size_t(id)] += b;
   });
   ASSERT_NE(want, plain) << "the bias must change the greedy path for the test to mean anything";
@@ -104,7 +106,7 @@ TEST_F(EngineTest, MinTokensMasksStopIdsUntilReached) {
   r.sampling.min_tokens = min_tokens;
   // The definition: the stop id's logit is -inf at steps 0..min_tokens-1;
   // afterwards the request ends at the stop id's first appearance.
-  std::vector<int32_t> want = edited_greedy(prompt, n, [&](int i, std::vector<float>& row) {
+  std::vector<int32_t> want = edited_greedy(prompt, n, [&](int i, std::vector<float>& row, const std::vector<int32_t>&) {
     if (i < min_tokens) row[size_t(stop_id)] = -INFINITY;
   });
   auto end = std::find(want.begin() + min_tokens, want.end(), stop_id);
@@ -115,6 +117,48 @@ TEST_F(EngineTest, MinTokensMasksStopIdsUntilReached) {
   EXPECT_GE(int(c.ids.size()), min_tokens);
   EXPECT_EQ(std::count(c.ids.begin(), c.ids.begin() + min_tokens, stop_id), 0);
   EXPECT_EQ(c.finish, stops ? FinishReason::kStop : FinishReason::kLength);
+}
+
+// True when `word` occurs in `ids` as consecutive ids.
+bool contains_run(const std::vector<int32_t>& ids, const std::vector<int32_t>& word) {
+  return std::search(ids.begin(), ids.end(), word.begin(), word.end()) != ids.end();
+}
+
+TEST_F(EngineTest, BadWordsBanTheirLastIdAfterTheirPrefix) {
+  const std::vector<int32_t> prompt = {12, 4, 77, 31, 8};
+  const int n = 10;
+  const std::vector<int32_t> plain = reference(prompt, n);
+  // A two-id word the greedy path writes at ids 2-3, a one-id word it writes
+  // at id 6, and a three-id word whose prefix it never writes.
+  const std::vector<std::vector<int32_t>> words = {
+      {plain[2], plain[3]}, {plain[6]}, {plain[0], 500, plain[1]}};
+  std::vector<int32_t> want = edited_greedy(
+      prompt, n, [&](int, std::vector<float>& row, const std::vector<int32_t>& so_far) {
+        for (const std::vector<int32_t>& w : words) {
+          const size_t k = w.size() - 1;
+          if (k <= so_far.size() && std::equal(w.begin(), w.end() - 1, so_far.end() - ptrdiff_t(k)))
+            row[size_t(w.back())] = -INFINITY;
+        }
+      });
+  ASSERT_NE(want, plain) << "the words must change the greedy path for the test to mean anything";
+  EXPECT_FALSE(contains_run(want, words[0]));
+  EXPECT_FALSE(contains_run(want, words[1]));
+
+  auto backend = paged(128);
+  EngineRequest r;
+  r.prompt = prompt;
+  r.max_tokens = n;
+  r.sampling.bad_words = words;
+  EXPECT_EQ(run_one(*backend, r).ids, want);
+
+  // A word's ids are checked against the vocabulary; an empty word is refused.
+  Engine engine(*backend, nullptr, {8, 64});
+  r.sampling.bad_words = {{3, kVocab}};
+  EXPECT_THROW(engine.submit(r), Error);
+  r.sampling.bad_words = {{}};
+  EXPECT_THROW(engine.submit(r), Error);
+  r.sampling.bad_words = {{-1}};
+  EXPECT_THROW(engine.submit(r), Error);
 }
 
 }  // namespace

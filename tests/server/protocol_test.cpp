@@ -368,5 +368,26 @@ TEST_F(ProtocolTest, LogitBiasMinTokensAndIncludeStopStr) {
             "include_stop_str_in_output");
 }
 
+// vLLM's bad_words: each word as given and with a leading space, the spaced
+// form kept only when it is a different word of as many ids. Expected ids from
+// tokenizers.js with Llama 3.1's tokenizer.json (tests/oracle/tokenize_oracle.mjs).
+TEST_F(ProtocolTest, BadWordsAreTokenizedAsVllmDoes) {
+  GenRequest r = parse({{"prompt", "x"}, {"bad_words", {"hello", "  unbelievably", "Hello"}}});
+  EXPECT_EQ(r.sampling.bad_words, (std::vector<std::vector<int32_t>>{
+                                      {15339}, {24748},          // "hello", " hello"
+                                      {359, 32898, 89234},       // "unbelievably" (" unbelievably"
+                                                                 // is 2 ids: not kept)
+                                      {9906}, {22691}}));        // "Hello", " Hello"
+  EXPECT_TRUE(r.sampling.needs_host());
+  EXPECT_TRUE(parse({{"prompt", "x"}, {"bad_words", json::array()}}).sampling.bad_words.empty());
+
+  for (const json& words : {json("hello"), json{1}, json{""}, json{"   "}, json{std::string(257, 'a')},
+                            json(std::vector<std::string>(257, "a"))}) {
+    ApiError e = error_of({{"prompt", "x"}, {"bad_words", words}});
+    EXPECT_EQ(e.status(), 400) << words.dump().substr(0, 80);
+    EXPECT_EQ(e.param(), "bad_words") << words.dump().substr(0, 80);
+  }
+}
+
 }  // namespace
 }  // namespace hayate::server

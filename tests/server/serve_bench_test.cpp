@@ -172,6 +172,14 @@ TEST(ServeBench, SummaryFollowsVllmDefinitions) {
   EXPECT_NEAR(s.itl_ms->median, 10.0, 1e-9);
   EXPECT_NEAR(s.e2el_ms->mean, 220.0, 1e-9);
   EXPECT_NEAR(s.ttft_ms->std, std::sqrt(20000.0 / 3.0), 1e-9);
+  EXPECT_TRUE(s.ttft_ms_by_turn.empty());  // no chats
+
+  // Chats: TTFT per turn over that turn's completed requests.
+  for (int k = 0; k < 3; ++k) recs[size_t(k)].turn = k == 2 ? 1 : 0;  // turn 0: 0.1, 0.2 s; 1: 0.3
+  s = bench::summarize_serve(recs, 2.0);
+  ASSERT_EQ(s.ttft_ms_by_turn.size(), 2u);
+  EXPECT_NEAR(s.ttft_ms_by_turn[0].median, 150.0, 1e-9);
+  EXPECT_NEAR(s.ttft_ms_by_turn[1].median, 300.0, 1e-9);
 }
 
 }  // namespace

@@ -176,6 +176,14 @@ test('logit_bias, min_tokens and include_stop_str_in_output over HTTP; /metrics 
   const b = await post(url, { prompt: 'Hi', max_tokens: 4, temperature: 0, logit_bias: { 1734: 100 } });
   assert.equal(b.status, 200, b.text);
   assert.equal(b.json.choices[0].text, one.repeat(4));
+  // bad_words naming that token's text bans it, however large its bias.
+  const banned = await post(url, { prompt: 'Hi', max_tokens: 4, temperature: 0, logit_bias: { 1734: 100 }, bad_words: [one] });
+  assert.equal(banned.status, 200, banned.text);
+  assert.equal(banned.json.usage.completion_tokens, 4);
+  assert.ok(!banned.json.choices[0].text.startsWith(one), banned.json.choices[0].text);
+  const blank = await post(url, { prompt: 'Hi', bad_words: [' '] });
+  assert.equal(blank.status, 400);
+  assert.equal(blank.json.error.param, 'bad_words');
   // min_tokens with a stop id that greedy picks first.
   const first = await post(url, { prompt: 'Hi', max_tokens: 1, temperature: 0, logit_bias: { 1734: 100 } });
   const stop = await post(url, { prompt: 'Hi', max_tokens: 6, temperature: 0, logit_bias: { 1734: 100 }, stop_token_ids: [1734] });
@@ -194,7 +202,7 @@ test('logit_bias, min_tokens and include_stop_str_in_output over HTTP; /metrics 
   assert.equal(withStop.json.choices[0].text, cut + s);
   assert.equal(withStop.json.choices[0].finish_reason, 'stop');
 
-  // /metrics after the 7 completions above.
+  // /metrics after the 8 completions above (the 400 is not counted).
   const text = await (await fetch(`${srv.url}/metrics`)).text();
   for (const name of ['num_requests_running', 'num_requests_waiting', 'kv_cache_usage_perc',
     'prompt_tokens_total', 'generation_tokens_total', 'num_preemptions_total'])
@@ -202,10 +210,10 @@ test('logit_bias, min_tokens and include_stop_str_in_output over HTTP; /metrics 
       assert.match(text, new RegExp(`^${prefix}${name}\\{model_name="tiny-a"\\} `, 'm'), prefix + name);
   const m = await metrics(srv.url);
   assert.equal(m['vllm:generation_tokens_total'], m['hayate:generation_tokens_total']);
-  assert.ok(m['vllm:generation_tokens_total'] >= 4 + 1 + 1 + 4);
+  assert.ok(m['vllm:generation_tokens_total'] >= 4 + 4 + 1 + 1 + 4);
   assert.match(text, /^vllm:request_success_total\{model_name="tiny-a",finished_reason="stop"\} \d+$/m);
-  assert.match(text, /^vllm:time_to_first_token_seconds_bucket\{model_name="tiny-a",le="\+Inf"\} 7$/m);
-  assert.match(text, /^vllm:e2e_request_latency_seconds_count\{model_name="tiny-a"\} 7$/m);
+  assert.match(text, /^vllm:time_to_first_token_seconds_bucket\{model_name="tiny-a",le="\+Inf"\} 8$/m);
+  assert.match(text, /^vllm:e2e_request_latency_seconds_count\{model_name="tiny-a"\} 8$/m);
   assert.doesNotMatch(text, /^vllm:engine_steps_total/m);  // hayate's own figures stay under hayate:
   await srv.stop();
 });
