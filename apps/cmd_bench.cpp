@@ -134,7 +134,6 @@ void run_serve_mode(const BenchArgs& a) {
     o.input_len = t.input_len;
     o.output_len = t.output_len;
     o.prefix_len = t.prefix_len;
-    if (t.turns > 1) o.prompt_kind = "words";  // a chat resends its answers as text
     if (o.max_concurrency == 0) o.max_concurrency = t.concurrency;
   }
   o.turns = t.turns;
@@ -318,7 +317,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--request-rate", a->request_rate, "serve: requests/s (Poisson) or inf");
   cmd->add_option("--max-concurrency", a->serve.max_concurrency, "serve: most requests in flight");
   cmd->add_option("--prompt-kind", a->serve.prompt_kind,
-                  "serve: random token ids, or random English words (chats: words)")
+                  "serve: random token ids, or random English words (chats resend the answer's "
+                  "ids, which the server returns as vLLM's return_token_ids, or its text)")
       ->check(CLI::IsMember({"ids", "words"}))
       ->capture_default_str();
   cmd->add_option("--api-key", a->serve.api_key,

@@ -132,6 +132,9 @@ ServeRequestRecord run_one(const std::string& origin, const std::string& path,
       const json& c = j["choices"][0];
       if (c.is_object() && c.contains("text") && c["text"].is_string())
         r.text += c["text"].get_ref<const std::string&>();
+      if (c.is_object() && c.contains("token_ids") && c["token_ids"].is_array())
+        for (const json& id : c["token_ids"])
+          if (id.is_number_integer()) r.token_ids.push_back(id.get<int32_t>());
       if (!r.ttft_s)
         r.ttft_s = std::chrono::duration<double>(now - sent).count();
       else
@@ -279,9 +282,6 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
   HAYATE_CHECK(o.max_concurrency >= 0, "--max-concurrency must be >= 0");
   HAYATE_CHECK(o.prompt_kind == "ids" || o.prompt_kind == "words",
                "--prompt-kind must be ids or words, got '", o.prompt_kind, "'");
-  HAYATE_CHECK(o.turns == 1 || o.prompt_kind == "words",
-               "--turns in --mode serve needs --prompt-kind words (each turn resends the answers, "
-               "which come back as text)");
   HAYATE_CHECK(0 <= o.id_low && o.id_low < o.id_high, "random id range [", o.id_low, ", ",
                o.id_high, ") is empty");
   HAYATE_CHECK(o.request_timeout_s >= 1.0, "request timeout must be >= 1 s");
@@ -310,18 +310,21 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
     arrival_s.push_back(t);
     if (!std::isinf(o.request_rate)) t += gap(rng);
   }
+  const int turns = o.turns;
+  // Chats of ids resend the answer's ids: ask the server for them.
+  const bool want_ids = turns > 1 && o.prompt_kind == "ids";
   auto body_of = [&](const json& prompt) {
-    return json{{"model", result.server_model},
-                {"prompt", prompt},
-                {"max_tokens", o.output_len},
-                {"temperature", 0.0},
-                {"ignore_eos", true},
-                {"stream", true},
-                {"stream_options", {{"include_usage", true}}}}
-        .dump();
+    json b = {{"model", result.server_model},
+              {"prompt", prompt},
+              {"max_tokens", o.output_len},
+              {"temperature", 0.0},
+              {"ignore_eos", true},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}}};
+    if (want_ids) b["return_token_ids"] = true;
+    return b.dump();
   };
 
-  const int turns = o.turns;
   const int total = o.num_prompts * turns;
   result.requests.resize(size_t(total));
   std::mutex mu;
@@ -359,13 +362,23 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
           } catch (const std::exception& e) {
             rec.error = cat("client: ", e.what());
           }
+          if (rec.ok() && want_ids && int(rec.token_ids.size()) != rec.output_tokens)
+            rec.error = cat("the server returned ", rec.token_ids.size(), " token_ids for ",
+                            rec.output_tokens, " tokens (vLLM's return_token_ids): chats against it "
+                            "need --prompt-kind words");
           failed = !rec.ok();
         }
         rec.index = i * turns + turn;
         rec.turn = turn;
         rec.arrival_s = turn == 0 ? arrival_s[size_t(i)] : rec.send_s;
-        if (turn + 1 < turns && !failed)  // the conversation so far, then new words
-          prompt = make_prompt(o, o.input_len, own, json(prompt.get<std::string>() + rec.text));
+        if (turn + 1 < turns && !failed) {  // the conversation so far, then new ids or words
+          json so_far = prompt;
+          if (want_ids)
+            for (int32_t id : rec.token_ids) so_far.push_back(id);
+          else
+            so_far = so_far.get<std::string>() + rec.text;
+          prompt = make_prompt(o, o.input_len, own, so_far);
+        }
         std::lock_guard lock(mu);
         result.requests[size_t(rec.index)] = std::move(rec);
         ++finished;
@@ -396,8 +409,9 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
                                ", then each its own"));
   if (turns > 1)
     result.notes.push_back(cat(o.num_prompts, " chats of ", turns,
-                               " turns: each turn sends the previous prompt, its answer and ",
-                               o.input_len, " new words"));
+                               " turns: each turn sends the previous prompt, its answer (",
+                               want_ids ? "the ids the server returned" : "its text",
+                               ") and ", o.input_len, " new ", o.prompt_kind));
   if (o.prompt_kind == "ids")
     result.notes.push_back(cat("prompts: ", o.input_len, " random token ids in [", o.id_low, ", ",
                                o.id_high, ") each"));

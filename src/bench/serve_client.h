@@ -14,9 +14,11 @@
 // for inf; at most max_concurrency requests in flight (0 = no bound).
 // Chats (turns > 1): num_prompts conversations arrive as requests do; each
 // sends its turns one after another, a turn's prompt being the previous
-// prompt, the previous answer's text and input_len new words, as a chat
-// client resends the conversation (words only: the answer comes back as
-// text); a chat holds its concurrency slot across its turns.
+// prompt, the previous answer and input_len new ids or words, as a chat
+// client resends the conversation; a chat holds its concurrency slot across
+// its turns. With ids the answer is resent as the ids the server generated
+// (vLLM's return_token_ids), so a prefix cache sees exactly what it computed;
+// with words as its text (retokenized by the server).
 #pragma once
 
 #include <cstdint>
@@ -65,6 +67,7 @@ struct ServeRequestRecord {
   std::vector<double> itl_s;
   std::string error;        // non-empty: failed (HTTP status, error event, transport)
   std::string text;         // the streamed completion (chats resend it; not in the JSON)
+  std::vector<int32_t> token_ids;  // its ids, when the server returns them (not in the JSON)
   bool ok() const { return error.empty(); }
 };
 

@@ -173,6 +173,8 @@ void OpenAIServer::Impl::on_event(const std::shared_ptr<Call>& call, int index,
     else {
       c.text += e.text;
       c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+      if (call->req.return_token_ids)
+        c.token_ids.insert(c.token_ids.end(), e.token_ids.begin(), e.token_ids.end());
     }
     if (e.finished) {
       c.finished = true;
@@ -276,6 +278,10 @@ void OpenAIServer::Impl::respond_once(Call& call, const httplib::Request& req,
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     else
       choice["text"] = g.echo ? prompt.echo_text + c.text : c.text;
+    if (g.return_token_ids) {
+      choice["token_ids"] = c.token_ids;
+      if (!chat) choice["prompt_token_ids"] = prompt.ids;
+    }
     choices.push_back(std::move(choice));
   }
   json out = {{"id", call.id},
@@ -284,6 +290,7 @@ void OpenAIServer::Impl::respond_once(Call& call, const httplib::Request& req,
               {"model", g.model},
               {"choices", std::move(choices)},
               {"usage", usage_json(g.prompt_tokens(), completion, cached_tokens(call))}};
+  if (chat && g.return_token_ids) out["prompt_token_ids"] = g.prompts.front().ids;
   res.status = 200;
   res.set_content(dump(out), "application/json");
 }
@@ -301,6 +308,7 @@ struct StreamWriter {
   // the text is held back) and the completions text_offset so far.
   std::vector<std::vector<SampleResult>> held;
   std::vector<int64_t> offset;
+  std::vector<bool> sent_prompt_ids;  // completions with return_token_ids, per choice
 
   json chunk_base() const {
     const bool chat = call->req.endpoint == Endpoint::kChat;
@@ -329,18 +337,25 @@ struct StreamWriter {
 
   // Chat streams open each choice with the assistant role; echo streams open
   // with the prompt text.
-  std::string prelude() const {
+  std::string prelude() {
     std::string out;
     const GenRequest& g = call->req;
     for (int i = 0; i < int(call->choices.size()); ++i) {
       if (g.endpoint == Endpoint::kChat) {
         json j = chunk_base();
         j["choices"] = json::array({choice(i, "", nullptr, true)});
+        if (g.return_token_ids && i == 0) j["prompt_token_ids"] = g.prompts.front().ids;
         out += sse(j);
       } else if (g.echo) {
         json j = chunk_base();
         j["choices"] = json::array(
             {choice(i, g.prompts[size_t(i / g.n)].echo_text, nullptr, false)});
+        if (g.return_token_ids) {
+          j["choices"][0]["token_ids"] = json::array();
+          j["choices"][0]["prompt_token_ids"] = g.prompts[size_t(i / g.n)].ids;
+          sent_prompt_ids.resize(call->choices.size());
+          sent_prompt_ids[size_t(i)] = true;
+        }
         out += sse(j);
       }
     }
@@ -377,6 +392,15 @@ struct StreamWriter {
     json j = chunk_base();
     j["choices"] = json::array(
         {choice(index, e.text, e.finished ? reason_s.c_str() : nullptr, false, std::move(lp))});
+    if (call->req.return_token_ids) {
+      json& c = j["choices"][0];
+      c["token_ids"] = e.token_ids;
+      sent_prompt_ids.resize(call->choices.size());
+      if (!chat && !sent_prompt_ids[size_t(index)]) {
+        c["prompt_token_ids"] = call->req.prompts[size_t(index / call->req.n)].ids;
+        sent_prompt_ids[size_t(index)] = true;
+      }
+    }
     if (call->req.continuous_usage)
       j["usage"] = usage_json(int64_t(call->req.prompts[size_t(index / call->req.n)].ids.size()),
                               e.completion_tokens, e.cached_tokens);

@@ -373,6 +373,8 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
   if (const json* v = field(body, "stop")) r.stop = parse_stop(*v, lim);
   if (const json* v = field(body, "include_stop_str_in_output"))
     r.include_stop_str_in_output = get_bool(*v, "include_stop_str_in_output");
+  if (const json* v = field(body, "return_token_ids"))
+    r.return_token_ids = get_bool(*v, "return_token_ids");
   int64_t min_tokens = 0;
   if (const json* v = field(body, "min_tokens")) {
     min_tokens = get_int(*v, "min_tokens");

@@ -69,6 +69,10 @@ struct GenRequest {
   bool ignore_eos = false;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  // vLLM's return_token_ids: each choice carries its generated ids (token_ids)
+  // and the prompt's (prompt_token_ids; chat: at the top level); streams send
+  // each chunk's ids and the prompt's ids once, in a choice's first chunk.
+  bool return_token_ids = false;
   int n = 1;
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage

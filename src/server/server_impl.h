@@ -35,6 +35,7 @@ struct ChoiceState {
   bool finished = false;
   std::string text;  // accumulated (non-streaming only)
   std::vector<SampleResult> logprobs;  // accumulated (non-streaming, logprobs wanted)
+  std::vector<int32_t> token_ids;      // accumulated (non-streaming, return_token_ids)
   FinishReason finish = FinishReason::kLength;
   std::string error;
   int completion_tokens = 0;

@@ -20,7 +20,7 @@ async function browse(url) {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'hayate-chromium-'));
   const proc = spawn(CHROMIUM, ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
     '--disable-dev-shm-usage', `--user-data-dir=${profile}`, '--remote-debugging-port=0',
-    'about:blank'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    'about:blank'], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   let err = '';
   const browserWs = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`chromium did not start: ${err}`)), 30000);
@@ -69,10 +69,14 @@ async function browse(url) {
         await sleep(50);
       }
     },
-    close() {
+    async close() {
       ws.close();
-      proc.kill('SIGKILL');
-      fs.rmSync(profile, { recursive: true, force: true });
+      // Chromium's helper processes share its process group and may still be
+      // writing the profile when the browser itself has exited.
+      const exited = proc.exitCode !== null ? Promise.resolve() : new Promise((r) => proc.once('exit', r));
+      try { process.kill(-proc.pid, 'SIGKILL'); } catch { proc.kill('SIGKILL'); }
+      await exited;
+      fs.rmSync(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
     },
   };
 }
@@ -122,7 +126,7 @@ test('chat page: loads, streams a reply, stops on request', { timeout: 120000 },
     assert.equal(m['hayate:num_requests_running'], 0, 'the stopped reply kept generating');
     assert.ok(m['hayate:request_success_total{finished_reason="abort"}'] >= 1);
   } finally {
-    page.close();
+    await page.close();
   }
   assert.equal((await srv.stop()).code, 0);
 });

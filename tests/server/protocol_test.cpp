@@ -366,6 +366,9 @@ TEST_F(ProtocolTest, LogitBiasMinTokensAndIncludeStopStr) {
   EXPECT_EQ(error_of({{"prompt", "x"}, {"min_tokens", 1.5}}).param(), "min_tokens");
   EXPECT_EQ(error_of({{"prompt", "x"}, {"include_stop_str_in_output", 1}}).param(),
             "include_stop_str_in_output");
+  EXPECT_TRUE(parse({{"prompt", "x"}, {"return_token_ids", true}}).return_token_ids);
+  EXPECT_FALSE(parse({{"prompt", "x"}}).return_token_ids);
+  EXPECT_EQ(error_of({{"prompt", "x"}, {"return_token_ids", "yes"}}).param(), "return_token_ids");
 }
 
 // vLLM's bad_words: each word as given and with a leading space, the spaced

@@ -215,6 +215,33 @@ test('logit_bias, min_tokens and include_stop_str_in_output over HTTP; /metrics 
   assert.match(text, /^vllm:time_to_first_token_seconds_bucket\{model_name="tiny-a",le="\+Inf"\} 8$/m);
   assert.match(text, /^vllm:e2e_request_latency_seconds_count\{model_name="tiny-a"\} 8$/m);
   assert.doesNotMatch(text, /^vllm:engine_steps_total/m);  // hayate's own figures stay under hayate:
+
+  // return_token_ids (vLLM): the generated ids and the prompt's, checked
+  // against /tokenize and /detokenize; a stream sends the same ids in pieces
+  // and the prompt's ids once per choice; chat puts the prompt's at the top.
+  const req = { prompt: 'Once upon a time', max_tokens: 6, temperature: 0, ignore_eos: true, return_token_ids: true };
+  const once = (await post(url, req)).json;
+  const c0 = once.choices[0];
+  assert.equal(c0.token_ids.length, 6);
+  assert.equal((await post(`${srv.url}/detokenize`, { tokens: c0.token_ids })).json.prompt, c0.text);
+  assert.deepEqual(c0.prompt_token_ids, (await post(`${srv.url}/tokenize`, { prompt: req.prompt })).json.tokens);
+  const sse = async (u, body) => (await (await fetch(u, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body) })).text()).split('\n').filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]')
+    .map((l) => JSON.parse(l.slice(6)));
+  const chunks = await sse(url, { ...req, stream: true, n: 2 });
+  for (const i of [0, 1]) {
+    const mine = chunks.flatMap((k) => k.choices).filter((c) => c.index === i);
+    assert.deepEqual(mine.flatMap((c) => c.token_ids), c0.token_ids);  // greedy: both choices alike
+    assert.deepEqual(mine[0].prompt_token_ids, c0.prompt_token_ids);
+    assert.equal(mine.filter((c) => 'prompt_token_ids' in c).length, 1);
+  }
+  const chat = await post(`${srv.base}/chat/completions`, { messages: [{ role: 'user', content: 'Hi' }],
+    max_tokens: 3, temperature: 0, ignore_eos: true, return_token_ids: true });
+  assert.equal(chat.json.choices[0].token_ids.length, 3);
+  assert.equal(chat.json.prompt_token_ids.length, chat.json.usage.prompt_tokens);
+  const plainOnce = (await post(url, { ...req, return_token_ids: undefined })).json.choices[0];
+  assert.equal(plainOnce.token_ids, undefined);
+  assert.equal((await post(url, { ...req, return_token_ids: 1 })).status, 400);
   await srv.stop();
 });
 
