@@ -10,7 +10,7 @@ sudo=""
 pkgs=(cmake ninja-build g++ pkg-config git curl python3
       nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      clang-16 libclang-rt-16-dev json-schema-test-suite
+      clang-16 libclang-rt-16-dev libomp-16-dev json-schema-test-suite
       python3-matplotlib chromium)
 command -v node >/dev/null || pkgs+=(nodejs)
 command -v npm >/dev/null || pkgs+=(npm)

@@ -285,7 +285,11 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& o, std::ostream* progr
   HAYATE_CHECK(0 <= o.id_low && o.id_low < o.id_high, "random id range [", o.id_low, ", ",
                o.id_high, ") is empty");
   HAYATE_CHECK(o.request_timeout_s >= 1.0, "request timeout must be >= 1 s");
-  const auto [origin, prefix] = split_endpoint(o.endpoint);
+  // Named strings, not a structured binding: the request threads' lambdas
+  // capture them (clang with OpenMP refuses captured bindings).
+  const std::pair<std::string, std::string> where = split_endpoint(o.endpoint);
+  const std::string& origin = where.first;
+  const std::string& prefix = where.second;
 
   ServeBenchResult result;
   result.options = o;

@@ -21,7 +21,7 @@ namespace {
 template <typename Edit>
 std::vector<int32_t> edited_greedy(const std::vector<int32_t>& prompt, int n, Edit edit) {
   std::vector<int32_t> out;
-  std::vector<float> row(size_t(EngineTest::kVocab));
+  std::vector<float> row(static_cast<size_t>(EngineTest::kVocab));
   EngineTest::oracle_logits(prompt, 0, row);
   int pos = int(prompt.size());
   for (int i = 0; i < n; ++i) {

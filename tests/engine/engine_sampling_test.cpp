@@ -22,7 +22,7 @@ namespace {
 std::vector<std::vector<float>> oracle_rows(const std::vector<int32_t>& prompt,
                                             const std::vector<int32_t>& ids) {
   std::vector<std::vector<float>> rows;
-  std::vector<float> row(size_t(EngineTest::kVocab));
+  std::vector<float> row(static_cast<size_t>(EngineTest::kVocab));
   EngineTest::oracle_logits(prompt, 0, row);
   int pos = int(prompt.size());
   for (size_t k = 0; k < ids.size(); ++k) {
@@ -39,7 +39,7 @@ std::vector<std::vector<float>> oracle_rows(const std::vector<int32_t>& prompt,
 std::vector<int32_t> penalised_greedy(const std::vector<int32_t>& prompt, int n,
                                       const SamplingParams& p) {
   std::vector<int32_t> out;
-  std::vector<float> row(size_t(EngineTest::kVocab));
+  std::vector<float> row(static_cast<size_t>(EngineTest::kVocab));
   EngineTest::oracle_logits(prompt, 0, row);
   int pos = int(prompt.size());
   for (int i = 0; i < n; ++i) {

@@ -3,7 +3,9 @@
 // (lines while busy, none once idle).
 // GCC 12 at -O1 under ASan warns inside libstdc++'s <regex> (maybe-uninitialized
 // std::function members of the NFA's states, inlined here): a library false positive.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <gtest/gtest.h>
 
 #include <csignal>
