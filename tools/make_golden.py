@@ -3,7 +3,8 @@
 
 Runs where torch and transformers are installed (the GPU machine: torch 2.11,
 transformers 5.17; it needs no internet). Builds small random
-LlamaForCausalLM checkpoints, saves them with save_pretrained (safetensors),
+LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and MistralForCausalLM
+checkpoints, saves them with save_pretrained (safetensors),
 reloads each from disk in float32 (the stored bf16/fp16 weights upcast, so the
 reference is fp32 vs fp32) and records:
 
@@ -95,6 +96,30 @@ CHECKPOINTS = [
                            rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                                              high_freq_factor=4.0,
                                              original_max_position_embeddings=64))),
+    # The other families (family: the transformers class). Qwen2: q/k/v
+    # biases, tied, rope_theta 1e6, head_dim derived (32), seven query heads
+    # per kv head as Qwen2.5-7B has.
+    dict(name="qwen2_bias_gqa7_tied_bf16", family="qwen2", dtype="bfloat16", shard=None,
+         form="v5", prompt_len=80, seed=11,
+         arch=dict(vocab_size=512, hidden_size=224, intermediate_size=128,
+                   num_hidden_layers=2, num_attention_heads=7, num_key_value_heads=1,
+                   tie_word_embeddings=True, max_position_embeddings=512,
+                   rope_theta=1000000.0, rope_scaling=None)),
+    # Qwen3: per-head q/k RMSNorm, head_dim 128 given apart from hidden (96).
+    dict(name="qwen3_qknorm_hd128_bf16", family="qwen3", dtype="bfloat16", shard=None,
+         form="v5", prompt_len=80, seed=12,
+         arch=dict(vocab_size=512, hidden_size=96, intermediate_size=128,
+                   num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                   head_dim=128, tie_word_embeddings=False, max_position_embeddings=512,
+                   rope_theta=1000000.0, rope_scaling=None)),
+    # Mistral: Llama's layout, sliding_window null, head_dim 64 explicit, fp16,
+    # config.json in the transformers 4 form (rope_theta at the top level).
+    dict(name="mistral_hd64_gqa4_fp16", family="mistral", dtype="float16", shard=None,
+         form="v4", prompt_len=80, seed=13,
+         arch=dict(vocab_size=384, hidden_size=128, intermediate_size=192,
+                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                   head_dim=64, tie_word_embeddings=False, max_position_embeddings=512,
+                   rope_theta=1000000.0, rope_scaling=None)),
     # The real Llama 3.1 vocabulary (tiny hidden size, tied): perplexity on
     # text through hayate's own tokenizer and the `perplexity` command.
     dict(name="realvocab_tied_bf16", dtype="bfloat16", shard=None, form="v4", prompt_len=72,
@@ -115,17 +140,42 @@ def log(*args):
     print(*args, flush=True)
 
 
-def make_config(arch):
-    """LlamaConfig from our dict, in whichever rope form this transformers takes."""
+def family_classes(family):
+    """(config class, model class) of a family."""
+    if family == "llama":
+        return LlamaConfig, LlamaForCausalLM
+    if family == "qwen2":
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+        return Qwen2Config, Qwen2ForCausalLM
+    if family == "qwen3":
+        from transformers import Qwen3Config, Qwen3ForCausalLM
+        return Qwen3Config, Qwen3ForCausalLM
+    if family == "mistral":
+        from transformers import MistralConfig, MistralForCausalLM
+        return MistralConfig, MistralForCausalLM
+    raise ValueError(family)
+
+
+def make_config(arch, family="llama"):
+    """The family's config from our dict, in whichever rope form this transformers takes."""
+    config_cls, _ = family_classes(family)
     arch = dict(arch)
     theta = arch.pop("rope_theta")
     scaling = arch.pop("rope_scaling")
-    kwargs = dict(arch, rms_norm_eps=1e-5, hidden_act="silu", attention_bias=False,
-                  mlp_bias=False, initializer_range=0.02)
+    kwargs = dict(arch, rms_norm_eps=1e-5 if family in ("llama", "mistral") else 1e-6,
+                  hidden_act="silu", initializer_range=0.02)
+    if family == "llama":
+        kwargs.update(attention_bias=False, mlp_bias=False)
+    if family == "qwen3":
+        kwargs.update(attention_bias=False)
+    if family in ("qwen2", "qwen3"):
+        kwargs.update(use_sliding_window=False)
+    if family == "mistral":
+        kwargs.update(sliding_window=None)
     kwargs.setdefault("bos_token_id", None)
     kwargs.setdefault("eos_token_id", None)
     kwargs.setdefault("pad_token_id", None)
-    params = inspect.signature(LlamaConfig.__init__).parameters
+    params = inspect.signature(config_cls.__init__).parameters
     if "rope_parameters" in params:
         rp = {"rope_type": "default", "rope_theta": theta}
         if scaling:
@@ -134,7 +184,7 @@ def make_config(arch):
     else:
         kwargs["rope_theta"] = theta
         kwargs["rope_scaling"] = scaling
-    return LlamaConfig(**kwargs)
+    return config_cls(**kwargs)
 
 
 def init_weights(model, gen):
@@ -146,7 +196,9 @@ def init_weights(model, gen):
     tied = model.config.tie_word_embeddings
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() == 1:
+            if name.endswith(".bias"):  # Qwen2's q/k/v biases
+                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+            elif p.dim() == 1:
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
             elif "embed_tokens" in name:
                 std = hidden ** -0.25 if tied else 1.0
@@ -175,12 +227,12 @@ def rewrite_config_v4(path, dtype):
         json.dump(cfg, f, indent=2, sort_keys=True)
 
 
-def load_fp32(path):
+def load_fp32(path, model_cls=LlamaForCausalLM):
     kw = dict(attn_implementation="eager")
     try:
-        m = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32, **kw)
+        m = model_cls.from_pretrained(path, dtype=torch.float32, **kw)
     except TypeError:
-        m = LlamaForCausalLM.from_pretrained(path, torch_dtype=torch.float32, **kw)
+        m = model_cls.from_pretrained(path, torch_dtype=torch.float32, **kw)
     m.eval()
     return m
 
@@ -267,8 +319,10 @@ def make_one(spec, out_root, text_ids, attempt=0):
     seed = spec["seed"] + 100 * attempt
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(1000 + seed)
-    config = make_config(spec["arch"])
-    model = LlamaForCausalLM(config)
+    family = spec.get("family", "llama")
+    _, model_cls = family_classes(family)
+    config = make_config(spec["arch"], family)
+    model = model_cls(config)
     init_weights(model, gen)
     model = model.to(TORCH_DTYPES[spec["dtype"]])
     if spec.get("real_vocab"):
@@ -292,7 +346,7 @@ def make_one(spec, out_root, text_ids, attempt=0):
     # A fresh fp32 model given the stored weights upcast (not model.float():
     # .to(bf16) also rounded the rotary inv_freq buffer, which a reload
     # recomputes in fp32).
-    mem = LlamaForCausalLM(config).eval()
+    mem = model_cls(config).eval()
     missing, unexpected = mem.load_state_dict(
         {k: v.float() for k, v in model.state_dict().items()}, strict=False)
     assert not unexpected and all("rotary" in k for k in missing), (missing, unexpected)
@@ -304,7 +358,7 @@ def make_one(spec, out_root, text_ids, attempt=0):
     lg_mem = logits_of(mem, prompt)
 
     def reload():
-        r = load_fp32(out)
+        r = load_fp32(out, model_cls)
         lg = logits_of(r, prompt)
         return r, lg, float((lg - lg_mem).norm() / lg_mem.norm())
 
@@ -349,7 +403,7 @@ def make_one(spec, out_root, text_ids, attempt=0):
     rows = lg[positions].contiguous().numpy().astype("<f4")
     rows.tofile(os.path.join(out, "logits.bin"))
     golden = dict(
-        name=name, stored_dtype=spec["dtype"], config_form=form, weight_seed=seed,
+        name=name, family=family, architecture=model_cls.__name__, stored_dtype=spec["dtype"], config_form=form, weight_seed=seed,
         sharded=bool(spec["shard"]), vocab_size=V,
         versions=dict(torch=torch.__version__, transformers=transformers.__version__,
                       python=sys.version.split()[0]),

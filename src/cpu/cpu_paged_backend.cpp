@@ -112,6 +112,10 @@ class CpuPagedBackend final : public BatchBackend {
       cpu::rmsnorm(x.data(), L.attn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
       clock_.lap(op::kAttnNorm);
       cpu::matmul(L.wqkv.data(), h.data(), qkv.data(), N, qkv_dim, H);  // [N, q|k|v]
+      if (c_.qkv_bias) cpu::add_bias(qkv.data(), L.bqkv.data(), N, qkv_dim);
+      if (c_.qk_norm)  // per head, before RoPE
+        cpu::qk_norm(qkv.data(), L.q_norm.data(), L.k_norm.data(), N, c_.num_heads,
+                     c_.num_kv_heads, c_.head_dim, c_.rms_norm_eps);
       clock_.lap(op::kQkv);
       for (size_t i = 0; i < batch.seqs.size(); ++i) {
         const BatchSeq& s = batch.seqs[i];

@@ -36,8 +36,9 @@ std::vector<float> load_f32(const Model& m, const std::string& name, int64_t exp
 double CpuWeights::floats_per_token(const ModelConfig& c) const {
   double floats = double(final_norm.size()) + double(lm(c).size());
   for (const CpuLayer& L : layers)
-    floats += double(L.attn_norm.size() + L.wqkv.size() + L.wo.size() + L.ffn_norm.size() +
-                     L.w_gate_up.size() + L.w_down.size());
+    floats += double(L.attn_norm.size() + L.wqkv.size() + L.bqkv.size() + L.q_norm.size() +
+                     L.k_norm.size() + L.wo.size() + L.ffn_norm.size() + L.w_gate_up.size() +
+                     L.w_down.size());
   return floats;
 }
 
@@ -62,6 +63,11 @@ CpuWeights load_cpu_weights(const Model& model,
     CpuLayer& L = w.layers[size_t(l)];
     L.attn_norm = load_f32(model, p + "attn_norm", H, progress);
     L.wqkv = load_f32(model, p + "wqkv", int64_t(c.qkv_dim()) * H, progress);
+    if (c.qkv_bias) L.bqkv = load_f32(model, p + "bqkv", c.qkv_dim(), progress);
+    if (c.qk_norm) {
+      L.q_norm = load_f32(model, p + "q_norm", c.head_dim, progress);
+      L.k_norm = load_f32(model, p + "k_norm", c.head_dim, progress);
+    }
     L.wo = load_f32(model, p + "wo", H * c.q_dim(), progress);
     L.ffn_norm = load_f32(model, p + "ffn_norm", H, progress);
     L.w_gate_up = load_f32(model, p + "w_gate_up", 2 * I * H, progress);

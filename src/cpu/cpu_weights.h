@@ -15,6 +15,9 @@ struct Model;
 struct CpuLayer {
   std::vector<float> attn_norm;  // [hidden]
   std::vector<float> wqkv;       // [q_dim + 2 kv_dim, hidden]
+  std::vector<float> bqkv;       // [q_dim + 2 kv_dim] (qkv_bias), else empty
+  std::vector<float> q_norm;     // [head_dim] (qk_norm), else empty
+  std::vector<float> k_norm;     // [head_dim] (qk_norm), else empty
   std::vector<float> wo;         // [hidden, q_dim]
   std::vector<float> ffn_norm;   // [hidden]
   std::vector<float> w_gate_up;  // [2 * intermediate, hidden]

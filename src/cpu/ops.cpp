@@ -60,6 +60,22 @@ void matmul(const float* W, const float* x, float* y, int n, int out, int in) {
   }
 }
 
+void add_bias(float* x, const float* b, int n, int dim) {
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < dim; ++i) x[int64_t(t) * dim + i] += b[i];
+}
+
+void qk_norm(float* qkv, const float* q_w, const float* k_w, int n, int n_heads, int n_kv_heads,
+             int head_dim, float eps) {
+  const int64_t row = int64_t(n_heads + 2 * n_kv_heads) * head_dim;
+  for (int t = 0; t < n; ++t) {
+    float* q = qkv + t * row;
+    rmsnorm(q, q_w, q, n_heads, head_dim, eps);
+    rmsnorm(q + int64_t(n_heads) * head_dim, k_w, q + int64_t(n_heads) * head_dim, n_kv_heads,
+            head_dim, eps);
+  }
+}
+
 void rope(float* x, int n, int n_heads, int head_dim, int pos0, const float* inv_freq) {
   const int half = head_dim / 2;
   std::vector<float> cos_t(half), sin_t(half);

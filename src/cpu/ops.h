@@ -19,6 +19,17 @@ void embedding(std::span<const int32_t> tokens, const float* table, int vocab, i
 // LlamaRMSNorm in fp32. x, out: [n, dim] (may alias); w: [dim].
 void rmsnorm(const float* x, const float* w, float* out, int n, int dim, float eps);
 
+// x[t, i] += b[i]: a projection's bias (Qwen2's q/k/v). x: [n, dim]; b: [dim].
+void add_bias(float* x, const float* b, int n, int dim);
+
+// Qwen3's per-head RMSNorm of q and k, before RoPE, in place on fused QKV
+// rows: each head's head_dim values of the q part (n_heads of them, weight
+// q_w) and of the k part (n_kv_heads, weight k_w) normalised as rmsnorm()
+// does; the v part is untouched. qkv: [n, (n_heads + 2 n_kv_heads) *
+// head_dim]; q_w, k_w: [head_dim].
+void qk_norm(float* qkv, const float* q_w, const float* k_w, int n, int n_heads, int n_kv_heads,
+             int head_dim, float eps);
+
 // y[t, o] = sum_i W[o, i] * x[t, i]. W: [out, in]; x: [n, in]; y: [n, out].
 // Sums in fp32 with 8 partial accumulators (the GPU's order differs anyway).
 void matmul(const float* W, const float* x, float* y, int n, int out, int in);

@@ -104,6 +104,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                  "the batched cuda backend needs head_dim 32, 64 or 128 and at most ",
                  kPagedMaxGroup, " query heads per kv head (got head_dim ", c_.head_dim, ", ",
                  c_.num_heads, " heads, ", c_.num_kv_heads, " kv heads)");
+    HAYATE_CHECK(!c_.qkv_bias && !c_.qk_norm, "the cuda backend does not run ", c_.architecture,
+                 " yet (q/k/v biases, q/k norms): use --backend cpu");
     HAYATE_CHECK(c_.hidden_size % 8 == 0 && c_.intermediate_size % 8 == 0,
                  "hidden and intermediate sizes must be multiples of 8");
     max_model_len_ =

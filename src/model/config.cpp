@@ -1,6 +1,7 @@
 // config.json parsing and the RoPE frequency table.
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -121,33 +122,82 @@ void parse_rope(const json& j, const std::string& source, ModelConfig& c) {
                ".original_max_position_embeddings must be positive");
 }
 
+// The families differ from Llama in ways the shapes do not reveal, so each
+// is named: Qwen2 adds q/k/v biases, Qwen3 a per-head RMSNorm of q and k;
+// Mistral is Llama's layout. What a family could also switch on and hayate
+// does not implement (biases elsewhere, sliding windows) is refused by name.
+void parse_architecture(const json& j, const std::string& source, ModelConfig& c) {
+  struct Family {
+    const char* arch;
+    const char* model_type;
+  };
+  static constexpr Family kFamilies[] = {{"LlamaForCausalLM", "llama"},
+                                         {"MistralForCausalLM", "mistral"},
+                                         {"Qwen2ForCausalLM", "qwen2"},
+                                         {"Qwen3ForCausalLM", "qwen3"}};
+  std::string model_type;
+  if (auto it = j.find("model_type"); it != j.end() && it->is_string())
+    model_type = it->get<std::string>();
+  const Family* fam = nullptr;
+  if (auto it = j.find("architectures"); it != j.end() && !it->is_null()) {
+    HAYATE_CHECK(it->is_array() && !it->empty() && (*it)[0].is_string(), source,
+                 ": field 'architectures' must be a list of names");
+    const std::string arch = (*it)[0].get<std::string>();
+    for (const Family& f : kFamilies)
+      if (arch == f.arch) fam = &f;
+    HAYATE_CHECK(fam, source, ": architecture '", arch, "' is not supported (hayate runs ",
+                 kSupportedArchitectures, ")");
+  } else {
+    for (const Family& f : kFamilies)
+      if (model_type == f.model_type) fam = &f;
+    HAYATE_CHECK(fam, source, ": field 'architectures' is missing and model_type '", model_type,
+                 "' is not one of llama, mistral, qwen2, qwen3 (hayate runs ",
+                 kSupportedArchitectures, ")");
+  }
+  c.architecture = fam->arch;
+  const std::string name = fam->arch;
+  const bool qwen = name == "Qwen2ForCausalLM" || name == "Qwen3ForCausalLM";
+  c.qkv_bias = name == "Qwen2ForCausalLM";  // Qwen2Attention: q/k/v biases, none on o_proj
+  c.qk_norm = name == "Qwen3ForCausalLM";
+  // attention_bias: Llama, Mistral and Qwen3 would put biases on q/k/v and o_proj.
+  HAYATE_CHECK(!get_bool(j, source, "attention_bias", false), source,
+               ": field 'attention_bias' is true; hayate runs ", name,
+               " without attention biases");
+  HAYATE_CHECK(!get_bool(j, source, "mlp_bias", false), source,
+               ": field 'mlp_bias' is true; hayate has no MLP biases");
+  if (qwen) {
+    HAYATE_CHECK(!get_bool(j, source, "use_sliding_window", false), source,
+                 ": field 'use_sliding_window' is true; hayate implements full attention only "
+                 "(the released ", name, " models set it false)");
+    if (auto it = j.find("layer_types"); it != j.end() && it->is_array())
+      for (const json& t : *it)
+        HAYATE_CHECK(t == "full_attention", source, ": field 'layer_types' lists ", t.dump(),
+                     "; hayate implements full_attention only");
+  }
+}
+
+// Mistral's sliding_window: attention over the last `window` positions.
+// Within the window that is full attention, so a context capped at the
+// window is exact; hayate caps max_position_embeddings there rather than
+// implement the window (v0.3 sets it null).
+void apply_sliding_window(const json& j, const std::string& source, ModelConfig& c) {
+  if (c.architecture != "MistralForCausalLM") return;
+  const int window = get_int(j, source, "sliding_window", 0, false);
+  if (window == 0) return;
+  HAYATE_CHECK(window > 0, source, ": field 'sliding_window' must be positive or null");
+  c.max_position_embeddings = std::min(c.max_position_embeddings, window);
+}
+
 }  // namespace
 
 ModelConfig parse_config(const json& j, const std::string& source) {
   HAYATE_CHECK(j.is_object(), source, ": expected a JSON object");
   ModelConfig c;
 
-  // Architecture: LlamaForCausalLM, or model_type "llama" when architectures
-  // is absent. Other families differ in ways the shapes do not reveal
-  // (biases, sliding windows, norms), so they are refused by name.
-  if (auto it = j.find("architectures"); it != j.end() && !it->is_null()) {
-    HAYATE_CHECK(it->is_array() && !it->empty() && (*it)[0].is_string(), source,
-                 ": field 'architectures' must be a list of names");
-    c.architecture = (*it)[0].get<std::string>();
-    HAYATE_CHECK(c.architecture == "LlamaForCausalLM", source, ": architecture '", c.architecture,
-                 "' is not supported (hayate runs LlamaForCausalLM)");
-  } else {
-    auto mt = j.find("model_type");
-    HAYATE_CHECK(mt != j.end() && mt->is_string() && mt->get<std::string>() == "llama", source,
-                 ": field 'architectures' is missing and model_type is not 'llama'");
-  }
+  parse_architecture(j, source, c);
   if (auto it = j.find("hidden_act"); it != j.end() && !it->is_null())
     HAYATE_CHECK(it->is_string() && it->get<std::string>() == "silu", source,
                  ": field 'hidden_act' is ", it->dump(), "; hayate implements silu");
-  HAYATE_CHECK(!get_bool(j, source, "attention_bias", false), source,
-               ": field 'attention_bias' is true; hayate has no attention biases");
-  HAYATE_CHECK(!get_bool(j, source, "mlp_bias", false), source,
-               ": field 'mlp_bias' is true; hayate has no MLP biases");
 
   c.vocab_size = get_int(j, source, "vocab_size", 0, true);
   c.hidden_size = get_int(j, source, "hidden_size", 0, true);
@@ -194,6 +244,7 @@ ModelConfig parse_config(const json& j, const std::string& source) {
   c.max_position_embeddings = get_int(j, source, "max_position_embeddings", 2048, false);
   HAYATE_CHECK(c.max_position_embeddings > 0, source,
                ": field 'max_position_embeddings' must be positive");
+  apply_sliding_window(j, source, c);
   c.bos_ids = get_ids(j, source, "bos_token_id");
   c.eos_ids = get_ids(j, source, "eos_token_id");
   for (const std::vector<int32_t>* ids : {&c.bos_ids, &c.eos_ids})

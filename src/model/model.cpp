@@ -81,6 +81,16 @@ std::vector<WeightSpec> weight_layout(const ModelConfig& c) {
                        {hf + "self_attn.q_proj.weight", hf + "self_attn.k_proj.weight",
                         hf + "self_attn.v_proj.weight"},
                        {q, kv, kv}));
+    if (c.qkv_bias)
+      out.push_back(spec(ours + "bqkv", {q + 2 * kv},
+                         {hf + "self_attn.q_proj.bias", hf + "self_attn.k_proj.bias",
+                          hf + "self_attn.v_proj.bias"},
+                         {q, kv, kv}));
+    if (c.qk_norm) {
+      const int64_t d = c.head_dim;
+      out.push_back(spec(ours + "q_norm", {d}, {hf + "self_attn.q_norm.weight"}, {d}));
+      out.push_back(spec(ours + "k_norm", {d}, {hf + "self_attn.k_norm.weight"}, {d}));
+    }
     out.push_back(spec(ours + "wo", {hidden, q}, {hf + "self_attn.o_proj.weight"}, {hidden}));
     out.push_back(
         spec(ours + "ffn_norm", {hidden}, {hf + "post_attention_layernorm.weight"}, {hidden}));
@@ -102,7 +112,7 @@ Model load_model(const std::string& spec_text, uint64_t seed, const std::string&
     const std::string name = spec_text.substr(6);
     const std::string source = cat("dummy:", name, " config.json");
     m.config = parse_config(parse_json_strict(dummy_config_json(name), source), source);
-    m.tokenizer_dir = assets_dir + "/llama3_1";
+    m.tokenizer_dir = assets_dir + "/" + dummy_tokenizer(name);
     m.weights = dummy_weights(m.config);
     return m;
   }

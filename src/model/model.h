@@ -43,6 +43,8 @@ struct WeightSource {
 //   lm_head          [vocab, hidden]           lm_head.weight (absent when tied)
 //   layers.L.attn_norm  [hidden]              input_layernorm
 //   layers.L.wqkv    [q_dim + 2 kv_dim, hidden] q_proj ; k_proj ; v_proj rows
+//   layers.L.bqkv    [q_dim + 2 kv_dim]        q_proj ; k_proj ; v_proj biases (qkv_bias)
+//   layers.L.q_norm  [head_dim]                q_norm (qk_norm), likewise k_norm
 //   layers.L.wo      [hidden, q_dim]           o_proj
 //   layers.L.ffn_norm   [hidden]              post_attention_layernorm
 //   layers.L.w_gate_up [2 * intermediate, hidden] gate_proj ; up_proj rows
@@ -61,12 +63,15 @@ struct Model {
 };
 
 // Loads `spec`: a Hugging Face checkpoint directory, or dummy:NAME (random
-// weights from `seed`, the Llama 3.1 tokenizer from `assets_dir`).
+// weights from `seed`, its family's tokenizer from `assets_dir`).
 Model load_model(const std::string& spec, uint64_t seed, const std::string& assets_dir);
 
 // The config.json text of a named dummy architecture (llama-3.1-8b,
-// llama-3.2-1b, tiny); throws Error listing the known names.
+// llama-3.2-1b, tiny, qwen3-8b, qwen2.5-7b, mistral-7b-v0.3); throws Error
+// listing the known names.
 std::string dummy_config_json(const std::string& name);
+// The folder under assets/ holding that dummy's tokenizer files.
+std::string dummy_tokenizer(const std::string& name);
 
 // Writes element values of `w` as float32 into `out` (numel values): converts
 // file data or computes dummy values. Used by the CPU backend and tests.

@@ -19,7 +19,7 @@ struct WeightSpec {
 };
 
 // Every weight of a model with config `c`, in Model::weights order: embed,
-// per layer attn_norm, wqkv, wo, ffn_norm, w_gate_up, w_down, then
+// per layer attn_norm, wqkv, [bqkv], [q_norm, k_norm], wo, ffn_norm, w_gate_up, w_down, then
 // final_norm, then lm_head unless the embeddings are tied.
 std::vector<WeightSpec> weight_layout(const ModelConfig& c);
 

@@ -20,7 +20,8 @@ inline const std::vector<std::string>& checkpoints() {
   static const std::vector<std::string> names = {
       "gqa1_untied_bf16", "gqa2_tied_fp16_sharded", "gqa4_headdim_bf16",
       "gqa2_f32_norope_scaling", "realvocab_tied_bf16", "hd64_gqa2_fp16",
-      "hd128_gqa4_tied_bf16"};
+      "hd128_gqa4_tied_bf16", "qwen2_bias_gqa7_tied_bf16", "qwen3_qknorm_hd128_bf16",
+      "mistral_hd64_gqa4_fp16"};
   return names;
 }
 

@@ -94,13 +94,85 @@ TEST(Config, AcceptsTransformers5RopeParameters) {
   EXPECT_EQ(c.torch_dtype, DType::F16);
 }
 
-TEST(Config, RejectsUnsupportedArchitecture) {
+TEST(Config, RejectsUnsupportedArchitectureNamingTheSupportedOnes) {
+  json j = test::small_llama_config();
+  j["architectures"] = {"GemmaForCausalLM"};
+  EXPECT_ERROR(parse(j),
+               "config.json: architecture 'GemmaForCausalLM' is not supported (hayate runs "
+               "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
+  j.erase("architectures");
+  j["model_type"] = "gemma";
+  EXPECT_ERROR(parse(j), "model_type 'gemma' is not one of llama, mistral, qwen2, qwen3");
+}
+
+TEST(Config, ParsesTheFamiliesDummyConfigs) {
+  const ModelConfig q3 = parse(json::parse(dummy_config_json("qwen3-8b")));
+  EXPECT_EQ(q3.architecture, "Qwen3ForCausalLM");
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_FALSE(q3.qkv_bias);
+  EXPECT_EQ(q3.head_dim, 128);
+  EXPECT_EQ(q3.num_layers, 36);
+  EXPECT_EQ(q3.intermediate_size, 12288);
+  EXPECT_EQ(q3.vocab_size, 151936);
+  EXPECT_FLOAT_EQ(q3.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(q3.rms_norm_eps, 1e-6f);
+  EXPECT_FALSE(q3.rope_scaling.llama3);
+  const ModelConfig q2 = parse(json::parse(dummy_config_json("qwen2.5-7b")));
+  EXPECT_EQ(q2.architecture, "Qwen2ForCausalLM");
+  EXPECT_TRUE(q2.qkv_bias);
+  EXPECT_FALSE(q2.qk_norm);
+  EXPECT_EQ(q2.head_dim, 128);  // 3584 / 28, derived
+  EXPECT_EQ(q2.num_heads / q2.num_kv_heads, 7);
+  EXPECT_EQ(q2.intermediate_size, 18944);
+  EXPECT_EQ(q2.max_position_embeddings, 32768);  // sliding_window ignored: use_sliding_window false
+  const ModelConfig m = parse(json::parse(dummy_config_json("mistral-7b-v0.3")));
+  EXPECT_EQ(m.architecture, "MistralForCausalLM");
+  EXPECT_FALSE(m.qkv_bias || m.qk_norm);
+  EXPECT_EQ(m.vocab_size, 32768);
+  EXPECT_EQ(m.max_position_embeddings, 32768);
+  EXPECT_EQ(dummy_tokenizer("qwen2.5-7b"), "qwen3");
+  EXPECT_EQ(dummy_tokenizer("mistral-7b-v0.3"), "llama2");
+}
+
+TEST(Config, FamiliesByModelTypeAlone) {
+  json j = test::small_llama_config();
+  j.erase("architectures");
+  for (auto [type, arch] : {std::pair{"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},
+                            {"mistral", "MistralForCausalLM"}}) {
+    j["model_type"] = type;
+    EXPECT_EQ(parse(j).architecture, arch);
+  }
+}
+
+TEST(Config, MistralSlidingWindowCapsTheContext) {
+  json j = test::small_llama_config();
+  j["architectures"] = {"MistralForCausalLM"};
+  j["max_position_embeddings"] = 8192;
+  j["sliding_window"] = 4096;  // v0.1: within the window attention is full
+  EXPECT_EQ(parse(j).max_position_embeddings, 4096);
+  j["sliding_window"] = nullptr;  // v0.3
+  EXPECT_EQ(parse(j).max_position_embeddings, 8192);
+  j["sliding_window"] = -1;
+  EXPECT_ERROR(parse(j), "'sliding_window' must be positive or null");
+}
+
+TEST(Config, RejectsWhatTheFamiliesCouldSwitchOnAndHayateLacks) {
   json j = test::small_llama_config();
   j["architectures"] = {"Qwen2ForCausalLM"};
-  EXPECT_ERROR(parse(j), "config.json: architecture 'Qwen2ForCausalLM' is not supported");
-  j.erase("architectures");
-  j["model_type"] = "qwen2";
-  EXPECT_ERROR(parse(j), "model_type is not 'llama'");
+  j["use_sliding_window"] = true;
+  EXPECT_ERROR(parse(j), "field 'use_sliding_window' is true; hayate implements full attention");
+  j["use_sliding_window"] = false;
+  j["layer_types"] = {"full_attention", "sliding_attention"};
+  EXPECT_ERROR(parse(j), "'layer_types' lists \"sliding_attention\"");
+  j = test::small_llama_config();
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  j["attention_bias"] = true;
+  EXPECT_ERROR(parse(j), "'attention_bias' is true; hayate runs Qwen3ForCausalLM without");
+  j = test::small_llama_config();
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0},
+                       {"original_max_position_embeddings", 32768}};
+  EXPECT_ERROR(parse(j), "rope_scaling type 'yarn' is not supported");
 }
 
 TEST(Config, RejectsFeaturesHayateLacks) {

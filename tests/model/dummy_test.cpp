@@ -41,6 +41,22 @@ TEST(Dummy, Llama32_1bIsTiedWithThePublishedParameterCount) {
   EXPECT_FLOAT_EQ(m.config.rope_scaling.factor, 32.0f);
 }
 
+// The published parameter counts of the released models (safetensors totals).
+TEST(Dummy, FamiliesHaveThePublishedParameterCounts) {
+  const Model q3 = load_model("dummy:qwen3-8b", 0, "/assets");
+  EXPECT_EQ(parameter_count(q3), 8'190'735'360);  // Qwen3-8B
+  EXPECT_EQ(q3.tokenizer_dir, "/assets/qwen3");
+  EXPECT_EQ(q3.weight("layers.35.q_norm").shape, (std::vector<int64_t>{128}));
+  EXPECT_EQ(q3.weight("layers.0.wqkv").shape, (std::vector<int64_t>{6144, 4096}));
+  const Model q2 = load_model("dummy:qwen2.5-7b", 0, "/assets");
+  EXPECT_EQ(parameter_count(q2), 7'615'616'512);  // Qwen2.5-7B-Instruct
+  EXPECT_EQ(q2.weight("layers.27.bqkv").shape, (std::vector<int64_t>{3584 + 2 * 512}));
+  EXPECT_FLOAT_EQ(q2.weight("layers.0.bqkv").dummy_offset, 0.0f);
+  const Model m = load_model("dummy:mistral-7b-v0.3", 0, "/assets");
+  EXPECT_EQ(parameter_count(m), 7'248'023'552);  // Mistral-7B-Instruct-v0.3
+  EXPECT_EQ(m.tokenizer_dir, "/assets/llama2");
+}
+
 TEST(Dummy, TinyShapes) {
   const Model m = load_model("dummy:tiny", 0, "/assets");
   const ModelConfig& c = m.config;
@@ -100,7 +116,7 @@ TEST(Dummy, NormsStayNearOne) {
 
 TEST(Dummy, RejectsUnknownName) {
   EXPECT_ERROR(load_model("dummy:llama-9", 0, ""),
-               "unknown dummy model 'dummy:llama-9' (known: llama-3.1-8b, llama-3.2-1b, tiny)");
+               "unknown dummy model 'dummy:llama-9' (known: llama-3.1-8b, llama-3.2-1b, tiny, qwen3-8b, qwen2.5-7b, mistral-7b-v0.3)");
   EXPECT_ERROR(dummy_config_json(""), "known: llama-3.1-8b");
 }
 

@@ -228,6 +228,45 @@ TEST(Loader, RejectsUnexpectedTensor) {
   EXPECT_ERROR(load(dir.path()), "unexpected tensor 'model.layers.1.");
 }
 
+// Qwen2's q/k/v biases and Qwen3's q/k norms are weights of their own
+// (layers.L.bqkv fused from three tensors, layers.L.q_norm, k_norm); a bias a
+// Llama config does not declare is an unexpected tensor.
+TEST(Loader, FamiliesExtraWeightsAreCheckedAndFused) {
+  TempDir dir("qwen");
+  json cfg = test::small_llama_config();
+  cfg["architectures"] = {"Qwen2ForCausalLM"};
+  std::vector<StTensor> ts = test::llama_tensors(cfg, DType::F32, 1);
+  const int hd = 4, q = 16, kv = 8;  // 4 heads of 4, 2 kv heads
+  std::vector<StTensor> biased = ts;
+  for (int l = 0; l < 2; ++l)
+    for (auto [proj, rows] : {std::pair{"q", q}, {"k", kv}, {"v", kv}})
+      biased.push_back(test::make_tensor(cat("model.layers.", l, ".self_attn.", proj, "_proj.bias"),
+                                         DType::F32, {rows},
+                                         std::vector<float>(size_t(rows), 0.25f * float(l + 1))));
+  test::write_checkpoint(dir.path(), cfg, biased);
+  const Model m = load(dir.path());
+  EXPECT_EQ(m.weight("layers.1.bqkv").shape, (std::vector<int64_t>{q + 2 * kv}));
+  EXPECT_EQ(m.weight("layers.1.bqkv").parts.size(), 3u);
+  test::write_checkpoint(dir.path(), cfg, ts);
+  EXPECT_ERROR(load(dir.path()), "missing tensor 'model.layers.0.self_attn.q_proj.bias'");
+  cfg["architectures"] = {"LlamaForCausalLM"};
+  test::write_checkpoint(dir.path(), cfg, biased);
+  EXPECT_ERROR(load(dir.path()), "unexpected tensor 'model.layers.0.self_attn.");
+  cfg["architectures"] = {"Qwen3ForCausalLM"};
+  std::vector<StTensor> normed = ts;
+  for (int l = 0; l < 2; ++l)
+    for (const char* n : {"q_norm", "k_norm"})
+      normed.push_back(test::make_tensor(cat("model.layers.", l, ".self_attn.", n, ".weight"),
+                                         DType::F32, {hd},
+                                         std::vector<float>(size_t(hd), 1.0f)));
+  test::write_checkpoint(dir.path(), cfg, normed);
+  EXPECT_EQ(load(dir.path()).weight("layers.0.k_norm").shape, (std::vector<int64_t>{hd}));
+  normed.back() = test::make_tensor("model.layers.1.self_attn.k_norm.weight", DType::F32,
+                                    {hd + 1}, std::vector<float>(size_t(hd + 1), 1.0f));
+  test::write_checkpoint(dir.path(), cfg, normed);
+  EXPECT_ERROR(load(dir.path()), "'model.layers.1.self_attn.k_norm.weight' has shape [5]");
+}
+
 TEST(Loader, RejectsHostileWeightFile) {
   TempDir dir("hostile");
   const json cfg = test::small_llama_config();
