@@ -172,6 +172,8 @@ bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, 
 
 int persistent_max_splits() { return kPersistMaxSplits; }
 
+bool persistent_decode_fp8_supported() { return false; }
+
 template <typename T>
 void decode_persistent(const PersistentDecode<T>& a, cudaStream_t s) {
   HAYATE_CUDA_CHECK(persistent_launch(a, s, false));
