@@ -118,6 +118,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     max_blocks_ = (max_model_len_ + block_size_ - 1) / block_size_;
     n_splits_ = std::min(kMaxSplits, (max_model_len_ + 511) / 512);
 
+    HAYATE_CHECK(o.kv_cache_dtype == KvCacheDtype::kAuto,
+                 "--kv-cache-dtype fp8: the cuda backend's KV pool holds the compute dtype only");
     sampler_ = o.switches.sampler;
     int major = 0;  // the persistent kernel is sm_90 (bulk copies, mbarriers)
     HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, o.device));
