@@ -112,6 +112,8 @@ void run_throughput_mode(const BenchArgs& a) {
   r.system.host = bench::host_name();
   r.model.spec = spec;
   r.model.dtype = backend_name == "cpu" ? "float32" : std::string(dtype_name(bo.dtype));
+  r.model.quantization = quantization_name(model);
+  r.model.kv_cache_dtype = a.model.kv_cache_dtype == "auto" ? "auto" : "fp8";
   r.model.seed = a.model.seed;
   std::cout << bench::format_throughput(r) << std::flush;
   if (!a.json.empty()) {
@@ -227,6 +229,8 @@ void run_bench_command(const BenchArgs& a) {
   r.model.spec = spec;
   r.model.dtype =
       backend.name() == "cpu" ? "float32" : std::string(dtype_name(resolve_dtype(a.model, model.config)));
+  r.model.quantization = quantization_name(model);
+  r.model.kv_cache_dtype = a.model.kv_cache_dtype == "auto" ? "auto" : "fp8";
   r.model.seed = a.model.seed;
   r.model.weight_bytes_per_token = backend.weight_bytes_per_token();
   r.startup.tokenizer_s = tokenizer_s;

@@ -199,7 +199,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   double measure_tflops() override {
     const int m = std::min(max_tokens_, 4096), N = 2 * c_.intermediate_size, K = c_.hidden_size;
     T* y = reinterpret_cast<T*>(big_);
-    const auto run = [&] { (*gemm_)(w_.layers[0].w_gate_up, xn_, m, N, K, y, false); };
+    const auto run = [&] {
+      if (w_.fp8)  // the FP8 product (input codes: whatever the buffer holds)
+        gemm_->fp8(w_.layers[0].gate_up8, xq_, xs_, m, N, K, y, false);
+      else
+        (*gemm_)(w_.layers[0].w_gate_up, xn_, m, N, K, y, false);
+    };
     time_on_stream(s_, run, 2);
     const float ms = time_on_stream(s_, run, 10);
     return 2.0 * m * N * K / (double(ms) * 1e-3) / 1e12;
@@ -777,9 +782,15 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     std::vector<PersistentLayer<T>> layers;
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
-      layers.push_back({L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down,
-                        k_pool_.as<T>() + size_t(l) * layer_elems,
-                        v_pool_.as<T>() + size_t(l) * layer_elems});
+      PersistentLayer<T> pl{L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down,
+                            k_pool_.as<T>() + size_t(l) * layer_elems,
+                            v_pool_.as<T>() + size_t(l) * layer_elems};
+      pl.wqkv8 = L.qkv8.w, pl.wo8 = L.o8.w, pl.w_gate_up8 = L.gate_up8.w, pl.w_down8 = L.down8.w;
+      pl.s_qkv = L.qkv8.scale, pl.s_o = L.o8.scale, pl.s_gate_up = L.gate_up8.scale;
+      pl.s_down = L.down8.scale;
+      pl.in_qkv = L.qkv8.input_scale, pl.in_o = L.o8.input_scale;
+      pl.in_gate_up = L.gate_up8.input_scale, pl.in_down = L.down8.input_scale;
+      layers.push_back(pl);
     }
     upload(persist_layers_, layers.data(), layers.size());
     HAYATE_CUDA_CHECK(cudaMemsetAsync(persist_barrier_, 0, 2 * sizeof(unsigned), s_));
@@ -811,7 +822,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                    persist_part_ml_,
                                    logits_,
                                    persist_barrier_,
-                                   persist_counters_};
+                                   persist_counters_,
+                                   w_.fp8};
     // A trial step before capture: slot 0 at position 0 of the scratch block
     // (graph padding's); activations are whatever the buffers hold.
     packer_.clear();

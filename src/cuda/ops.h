@@ -35,6 +35,12 @@ template <typename T>
 struct PersistentLayer {
   const T *attn_norm, *wqkv, *wo, *ffn_norm, *w_gate_up, *w_down;
   T *k_cache, *v_cache;  // this layer's paged pool [blocks * block_size, kv_dim]
+  // FP8 weights (PersistentDecode::fp8): e4m3 codes of the four linears in
+  // place of the T pointers above, their row scales, static input scales (0:
+  // per token).
+  const uint8_t *wqkv8 = nullptr, *wo8 = nullptr, *w_gate_up8 = nullptr, *w_down8 = nullptr;
+  const float *s_qkv = nullptr, *s_o = nullptr, *s_gate_up = nullptr, *s_down = nullptr;
+  float in_qkv = 0.0f, in_o = 0.0f, in_gate_up = 0.0f, in_down = 0.0f;
 };
 template <typename T>
 struct PersistentDecode {
@@ -52,6 +58,10 @@ struct PersistentDecode {
   float* logits;            // [vocab]
   unsigned* barrier;        // [2], zeroed once; the kernel leaves it zero
   int* counters;            // [persistent_counters(n_layers, n_kv_heads)], the same
+  // The layers' linears are FP8 (W8A8): each phase's x is quantized to e4m3
+  // in registers (per token, or with the static scale) and its sums scaled
+  // by x's scale and the weight row's; the LM head stays in T.
+  bool fp8 = false;
   // null, or [gridDim.x][persistent_trace_slots(n_layers)]: each block's
   // %globaltimer (ns) where its consumers finish a phase and leave its
   // barrier (`hayate profile`): [0] start; per layer l from 1 + 9 l: QKV
