@@ -83,7 +83,7 @@ void run_throughput_mode(const BenchArgs& a) {
   if (!a.preset.empty()) bench::apply_throughput_preset(a.preset, t, a.engine_knobs_given);
   const std::string backend_name = resolve_backend(a.model);
   const std::string spec = resolve_model(a.model, backend_name);
-  Model model = load_model(spec, a.model.seed, assets_dir());
+  Model model = load_model_args(spec, a.model);
   std::unique_ptr<Tokenizer> tok;
   if (!t.dataset.empty()) {
     tok = std::make_unique<Tokenizer>(
@@ -98,6 +98,7 @@ void run_throughput_mode(const BenchArgs& a) {
   bo.max_num_batched_tokens = t.max_num_batched_tokens;
   bo.gpu_memory_fraction = a.gpu_memory_fraction;
   bo.dtype = resolve_dtype(a.model, model.config);
+  bo.kv_cache_dtype = resolve_kv_cache_dtype(a.model);
   std::unique_ptr<BatchBackend> backend = make_batch_backend(backend_name, model, bo);
   bench::ThroughputResult r = bench::run_throughput(*backend, tok.get(), t, &std::cerr);
   r.engine_version = bench::hayate_version();
@@ -111,6 +112,8 @@ void run_throughput_mode(const BenchArgs& a) {
   r.system.host = bench::host_name();
   r.model.spec = spec;
   r.model.dtype = backend_name == "cpu" ? "float32" : std::string(dtype_name(bo.dtype));
+  r.model.quantization = quantization_name(model);
+  r.model.kv_cache_dtype = a.model.kv_cache_dtype == "auto" ? "auto" : "fp8";
   r.model.seed = a.model.seed;
   std::cout << bench::format_throughput(r) << std::flush;
   if (!a.json.empty()) {
@@ -199,7 +202,7 @@ void run_bench_command(const BenchArgs& a) {
   const std::string spec = resolve_model(a.model, backend_name);
   std::cerr << "hayate bench: loading " << spec << " on " << backend_name << "\n" << std::flush;
   auto t0 = std::chrono::steady_clock::now();
-  Model model = load_model(spec, a.model.seed, assets_dir());
+  Model model = load_model_args(spec, a.model);
   LocalEngine local = make_local_engine(backend_name, model, tok.get(), a.model, 1);
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   BatchBackend& backend = *local.backend;
@@ -226,6 +229,8 @@ void run_bench_command(const BenchArgs& a) {
   r.model.spec = spec;
   r.model.dtype =
       backend.name() == "cpu" ? "float32" : std::string(dtype_name(resolve_dtype(a.model, model.config)));
+  r.model.quantization = quantization_name(model);
+  r.model.kv_cache_dtype = a.model.kv_cache_dtype == "auto" ? "auto" : "fp8";
   r.model.seed = a.model.seed;
   r.model.weight_bytes_per_token = backend.weight_bytes_per_token();
   r.startup.tokenizer_s = tokenizer_s;

@@ -221,7 +221,7 @@ void run_profile(const ProfileArgs& a) {
   HAYATE_CHECK(a.runs >= 1, "--runs must be >= 1, got ", a.runs);
   const std::string backend = resolve_backend(a.model);
   const std::string spec = resolve_model(a.model, backend);
-  const Model model = load_model(spec, a.model.seed, assets_dir());
+  const Model model = load_model_args(spec, a.model);
   const ModelConfig& c = model.config;
   const int len = std::max(a.context + 1, a.prompt_len);
   HAYATE_CHECK(len <= c.max_position_embeddings, "profile: context ", a.context, " + 1",
@@ -234,6 +234,7 @@ void run_profile(const ProfileArgs& a) {
   bo.max_num_seqs = a.batch;
   bo.max_num_batched_tokens = std::max({512, a.batch, a.prompt_len});
   bo.dtype = resolve_dtype(a.model, model.config);
+  bo.kv_cache_dtype = resolve_kv_cache_dtype(a.model);
   std::unique_ptr<BatchBackend> be = make_batch_backend(backend, model, bo);
   const double gbs = be->name() == "cuda" ? be->measure_read_bandwidth_gbs() : host_read_gbs();
   const double tflops = be->measure_tflops();

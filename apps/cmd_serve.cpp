@@ -119,7 +119,7 @@ int run_serve(const ServeArgs& a) {
   if (backend_name == "cpu" && a.gpu_memory_given)
     std::printf("hayate serve: note: --gpu-memory-utilization has no effect on the cpu backend "
                 "(its KV pool is --num-kv-blocks)\n");
-  Model model = load_model(spec, a.model.seed, assets_dir());
+  Model model = load_model_args(spec, a.model);
   // A context past the model's positions would size the KV pool for it
   // (--max-context 100000000 ended in std::bad_alloc).
   HAYATE_CHECK(a.model.max_context >= 0 &&
@@ -183,6 +183,7 @@ int run_serve(const ServeArgs& a) {
   bo.max_num_seqs = a.max_num_seqs;
   bo.max_num_batched_tokens = a.max_num_batched_tokens;
   bo.dtype = dtype;
+  bo.kv_cache_dtype = resolve_kv_cache_dtype(a.model);
   bo.gpu_memory_fraction = a.gpu_memory_fraction;
   server::LoadProgress progress(level <= server::LogLevel::kInfo);
   bo.on_load_progress = [&progress](uint64_t done, uint64_t total) {

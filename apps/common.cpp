@@ -51,6 +51,13 @@ void add_model_options(CLI::App* cmd, ModelArgs& args, bool serving) {
                   "weights and compute on the GPU: auto (the checkpoint's), float16 (half), "
                   "bfloat16; the CPU always computes in float32")
       ->capture_default_str();
+  cmd->add_option("--quantization,-q", args.quantization,
+                  "fp8: W8A8 FP8 (e4m3 weights per output channel, quantized at load; "
+                  "activations per token), as vLLM's; FP8 checkpoints need no flag");
+  cmd->add_option("--kv-cache-dtype", args.kv_cache_dtype,
+                  "auto (the compute dtype) or fp8 (e4m3 K/V with per-layer scales: the "
+                  "checkpoint's k_scale/v_scale, else 1.0)")
+      ->capture_default_str();
   cmd->add_option("--tokenizer", args.tokenizer,
                   "directory with tokenizer.json (default: the checkpoint's)");
   cmd->add_option("--seed", args.seed, "seed of dummy weights and of sampling")
@@ -66,6 +73,10 @@ std::string resolve_backend(const ModelArgs& args) {
   HAYATE_CHECK(args.backend == "auto" || args.backend == "cpu" || args.backend == "cuda",
                "--backend: unknown backend '", args.backend, "' (expected auto, cpu or cuda)");
   check_dtype(args.dtype);  // every command resolves its backend before loading
+  (void)resolve_kv_cache_dtype(args);
+  HAYATE_CHECK(args.quantization.empty() || args.quantization == "fp8" ||
+                   args.quantization == "none",
+               "--quantization: unknown method '", args.quantization, "' (expected fp8)");
   if (args.backend != "auto") return args.backend;
   return cuda_available() ? "cuda" : "cpu";
 }
@@ -101,6 +112,21 @@ DType resolve_dtype(const ModelArgs& args, const ModelConfig& config) {
   // vLLM's auto: the checkpoint's half type; fp32 checkpoints run in fp16.
   return config.torch_dtype == DType::BF16 ? DType::BF16 : DType::F16;
 }
+
+KvCacheDtype resolve_kv_cache_dtype(const ModelArgs& args) {
+  if (args.kv_cache_dtype == "auto") return KvCacheDtype::kAuto;
+  if (args.kv_cache_dtype == "fp8" || args.kv_cache_dtype == "fp8_e4m3") return KvCacheDtype::kFp8;
+  fail(cat("--kv-cache-dtype: unknown value '", args.kv_cache_dtype,
+           "' (expected auto or fp8; fp8_e5m2 is not supported)"));
+}
+
+Model load_model_args(const std::string& spec, const ModelArgs& args) {
+  Model m = load_model(spec, args.seed, assets_dir());
+  apply_quantization(m, args.quantization);
+  return m;
+}
+
+std::string quantization_name(const Model& model) { return model.quant.fp8() ? "fp8" : "none"; }
 
 std::string hayate_home() {
   namespace fs = std::filesystem;
@@ -146,6 +172,7 @@ LocalEngine make_local_engine(const std::string& backend, const Model& model,
   bo.max_num_batched_tokens = std::max(std::min(bo.max_model_len, 2048), sequences);
   bo.max_logit_rows = logit_rows;
   bo.dtype = resolve_dtype(args, model.config);
+  bo.kv_cache_dtype = resolve_kv_cache_dtype(args);
   LocalEngine out;
   out.backend = make_batch_backend(backend, model, bo);
   EngineOptions eo;
@@ -158,8 +185,7 @@ LocalEngine make_local_engine(const std::string& backend, const Model& model,
 Loaded load(const ModelArgs& args, int sequences, int logit_rows) {
   Loaded out;
   std::string backend = resolve_backend(args);
-  out.model = std::make_unique<Model>(load_model(resolve_model(args, backend), args.seed,
-                                                 assets_dir()));
+  out.model = std::make_unique<Model>(load_model_args(resolve_model(args, backend), args));
   out.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tokenizer_dir_for(args, *out.model)));
   out.local =
       make_local_engine(backend, *out.model, out.tokenizer.get(), args, sequences, logit_rows);

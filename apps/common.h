@@ -29,6 +29,10 @@ struct ModelArgs {
   std::string tokenizer;         // directory; default: the checkpoint's, or assets for dummy:
   uint64_t seed = 0;
   int max_context = 0;
+  // vLLM's: "" or fp8 (W8A8, weights quantized per channel at load; FP8
+  // checkpoints need no flag), and auto | fp8 (e4m3 K/V in the pool).
+  std::string quantization;
+  std::string kv_cache_dtype = "auto";
 };
 
 // The model options, each declared once with its aliases: vLLM's names
@@ -45,6 +49,12 @@ std::string resolve_model(const ModelArgs& args, const std::string& backend);
 void check_dtype(const std::string& name);
 // The weight dtype of `config`'s model under --dtype (auto resolved).
 DType resolve_dtype(const ModelArgs& args, const ModelConfig& config);
+// --kv-cache-dtype as the backend option (one line naming the choices).
+KvCacheDtype resolve_kv_cache_dtype(const ModelArgs& args);
+// load_model with --quantization applied: every command loads through it.
+Model load_model_args(const std::string& spec, const ModelArgs& args);
+// What a result records: "fp8" or "none", and "fp8" or the KV's compute dtype.
+std::string quantization_name(const Model& model);
 
 // hayate's data folder, found relative to the binary, never through the
 // source tree it was built from: $HAYATE_HOME, else BIN/../share/hayate

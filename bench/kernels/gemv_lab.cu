@@ -175,7 +175,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1)
   int jd = 0;
   for (int i = 0; i < n; ++i) {
     if (mode != 2)
-      persist_consume<T, R, G, NC, false>(rg, K, groups, nullptr, 0.0f, from_x, StoreEpi<R>{y}, j, jd);
+      persist_consume<T, T, R, G, NC, false>(rg, K, groups, nullptr, 0.0f, from_x, StoreEpi<R>{y}, j,
+                                             jd);
     if (mode == 0 || mode == 2) grid_sync(bar, k);
     if (mode == 3) __nanosleep(1500);
   }

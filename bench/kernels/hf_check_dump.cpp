@@ -8,7 +8,9 @@
 //   logits.bin    float32 [n, vocab]  (all positions)
 // With `decode` the logits come from n single-token steps (bucket 1's decode
 // graph: the persistent kernel) instead of one prefill chunk of n tokens.
-// Usage: hf_check_dump DIR [dummy:NAME] [n] [float16|bfloat16] [decode]
+// With `fp8` (a 6th argument) the model runs --quantization fp8 and meta.txt
+// says so (the Python side applies the same fake quantization).
+// Usage: hf_check_dump DIR [dummy:NAME] [n] [float16|bfloat16] [decode|prefill] [fp8]
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -30,8 +32,10 @@ int main(int argc, char** argv) {
     const int n = argc > 3 ? std::stoi(argv[3]) : 128;
     const std::string dt = argc > 4 ? argv[4] : "float16";
     const bool decode = argc > 5 && std::string(argv[5]) == "decode";
+    const bool fp8 = argc > 6 && std::string(argv[6]) == "fp8";
     const uint64_t seed = 0;
     Model m = load_model(spec, seed, HAYATE_ASSETS_DIR);
+    if (fp8) apply_quantization(m, "fp8");
     BatchBackendOptions o;
     o.max_model_len = std::max(n, 256);
     o.num_blocks = (o.max_model_len + o.block_size - 1) / o.block_size;
@@ -76,7 +80,8 @@ int main(int argc, char** argv) {
       for (int64_t d : ws.shape) w << '\t' << d;
       w << '\n';
     }
-    std::ofstream(dir + "/meta.txt") << "seed " << seed << "\ndtype " << dt << "\nn " << n << "\n";
+    std::ofstream(dir + "/meta.txt") << "seed " << seed << "\ndtype " << dt << "\nn " << n
+                                     << "\nquantization " << (fp8 ? "fp8" : "none") << "\n";
     std::ofstream(dir + "/tokens.bin", std::ios::binary)
         .write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
     std::ofstream(dir + "/logits.bin", std::ios::binary)

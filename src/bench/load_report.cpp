@@ -79,7 +79,13 @@ std::string load_comparison(const std::vector<json>& results,
     auto scaled = [](std::optional<double> v, double s) {
       return v ? std::optional<double>(*v * s) : std::nullopt;
     };
-    t.add_row({src, text_at(j, "engine"), serve ? "serve" : "throughput", fmt(prompts, 0),
+    ModelInfo m;  // the FP8 fields of a hayate result (serve results have none)
+    if (const json* mj = j.contains("model") && j["model"].is_object() ? &j["model"] : nullptr) {
+      m.quantization = mj->value("quantization", "none");
+      m.kv_cache_dtype = mj->value("kv_cache_dtype", "auto");
+    }
+    t.add_row({src, engine_label(text_at(j, "engine"), m), serve ? "serve" : "throughput",
+               fmt(prompts, 0),
                fmt(in, 0) + "/" + fmt(out, 0), conc && *conc > 0 ? fmt(conc, 0) : "all",
                fmt(need({"summary", serve ? "request_throughput" : "requests_per_s"}, "req/s"), 2),
                fmt(need({"summary", serve ? "output_throughput" : "output_tokens_per_s"},

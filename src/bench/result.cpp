@@ -101,6 +101,8 @@ json to_json(const BenchResult& r) {
       {"model",
        {{"spec", r.model.spec},
         {"dtype", r.model.dtype},
+        {"quantization", r.model.quantization},
+        {"kv_cache_dtype", r.model.kv_cache_dtype},
         {"seed", r.model.seed},
         {"weight_bytes_per_token", opt(r.model.weight_bytes_per_token)}}},
       {"workload",
@@ -214,6 +216,10 @@ BenchResult result_from_json(const json& j, const std::string& source) {
   const json& model = rd.object(j, "model");
   r.model.spec = rd.str(model, "spec", true);
   r.model.dtype = rd.str(model, "dtype", true);
+  r.model.quantization = rd.str(model, "quantization");
+  if (r.model.quantization.empty()) r.model.quantization = "none";  // results before FP8
+  r.model.kv_cache_dtype = rd.str(model, "kv_cache_dtype");
+  if (r.model.kv_cache_dtype.empty()) r.model.kv_cache_dtype = "auto";
   r.model.seed = rd.integer<uint64_t>(model, "seed", 0);
   r.model.weight_bytes_per_token = rd.num(model, "weight_bytes_per_token");
 
@@ -307,6 +313,13 @@ std::string utc_now_iso8601() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+std::string engine_label(const std::string& engine, const ModelInfo& m) {
+  std::string out = engine;
+  if (m.quantization == "fp8") out += " fp8";
+  if (m.kv_cache_dtype == "fp8") out += " kv8";
+  return out;
 }
 
 }  // namespace hayate::bench

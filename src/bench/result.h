@@ -45,9 +45,16 @@ struct SystemInfo {
   std::string python;        // baselines only
 };
 
+// What a result row is called in `hayate report`: the engine, and for hayate
+// with FP8 "fp8" (weights) and "kv8" (the KV cache), e.g. "hayate fp8 kv8".
+struct ModelInfo;
+std::string engine_label(const std::string& engine, const ModelInfo& m);
+
 struct ModelInfo {
   std::string spec;    // dummy:NAME or a checkpoint directory
   std::string dtype;   // float16, bfloat16, float32
+  std::string quantization = "none";    // none, fp8 (W8A8: checkpoint or --quantization fp8)
+  std::string kv_cache_dtype = "auto";  // auto (the dtype), fp8
   uint64_t seed = 0;   // dummy weights
   std::optional<double> weight_bytes_per_token;
 };

@@ -256,7 +256,7 @@ std::string comparison(const std::vector<BenchResult>& results, bool markdown) {
         runs.append("/").append(std::to_string(r->workload.runs));
       auto first = r->startup.first_token_s ? r->startup.first_token_s
                                             : r->startup.first_request_done_s;
-      t.add_row({trial, r->engine, runs, fmt(s.mean_s, 3), fmt(s.median_s, 3), fmt(s.max_s, 3),
+      t.add_row({trial, engine_label(r->engine, r->model), runs, fmt(s.mean_s, 3), fmt(s.median_s, 3), fmt(s.max_s, 3),
                  fmt(s.first_s, 3), fmt_ratio(speedup(eager, *r)), fmt_ratio(speedup(compiled, *r)),
                  fmt(first, 1)});
     }

@@ -327,6 +327,8 @@ json to_json(const ThroughputResult& r) {
       {"model",
        {{"spec", r.model.spec},
         {"dtype", r.model.dtype},
+        {"quantization", r.model.quantization},
+        {"kv_cache_dtype", r.model.kv_cache_dtype},
         {"seed", r.model.seed},
         {"weight_bytes_per_token",
          r.model.weight_bytes_per_token ? json(*r.model.weight_bytes_per_token) : json(nullptr)}}},

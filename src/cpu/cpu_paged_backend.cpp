@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp8.h"
 #include "cpu/cpu_weights.h"
 #include "cpu/ops.h"
 #include "engine/step_profile.h"
@@ -30,6 +31,7 @@ class CpuPagedBackend final : public BatchBackend {
     HAYATE_CHECK(max_model_len_ <= c_.max_position_embeddings, "--max-model-len ", max_model_len_,
                  " exceeds the model's max_position_embeddings ", c_.max_position_embeddings);
     block_size_ = o.block_size;
+    kv_fp8_ = o.kv_cache_dtype == KvCacheDtype::kFp8;
     num_blocks_ =
         o.num_blocks > 0 ? o.num_blocks : 4 * ((max_model_len_ + block_size_ - 1) / block_size_);
 
@@ -110,6 +112,7 @@ class CpuPagedBackend final : public BatchBackend {
     for (int l = 0; l < c_.num_layers; ++l) {
       const CpuLayer& L = w_.layers[size_t(l)];
       cpu::rmsnorm(x.data(), L.attn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
+      if (L.q_qkv.fp8) cpu::quantize_fp8(h.data(), N, H, L.q_qkv.input_scale);
       clock_.lap(op::kAttnNorm);
       cpu::matmul(L.wqkv.data(), h.data(), qkv.data(), N, qkv_dim, H);  // [N, q|k|v]
       if (c_.qkv_bias) cpu::add_bias(qkv.data(), L.bqkv.data(), N, qkv_dim);
@@ -132,8 +135,14 @@ class CpuPagedBackend final : public BatchBackend {
         cpu::rope(k_new.data(), n, c_.num_kv_heads, c_.head_dim, pos, w_.inv_freq.data());
         for (int t = 0; t < n; ++t) {
           const float* v_row = qkv.data() + (r0 + size_t(t)) * qkv_dim + q_dim + kv_dim;
-          std::copy_n(k_new.data() + size_t(t) * kv_dim, kv_dim, slot(k_pool_, l, s, pos + t));
-          std::copy_n(v_row, kv_dim, slot(v_pool_, l, s, pos + t));
+          float* k_slot = slot(k_pool_, l, s, pos + t);
+          float* v_slot = slot(v_pool_, l, s, pos + t);
+          std::copy_n(k_new.data() + size_t(t) * kv_dim, kv_dim, k_slot);
+          std::copy_n(v_row, kv_dim, v_slot);
+          if (kv_fp8_) {  // the pool holds e4m3 values: what attention reads back
+            fp8_fake_quantize_row(k_slot, size_t(kv_dim), w_.k_scales[size_t(l)]);
+            fp8_fake_quantize_row(v_slot, size_t(kv_dim), w_.v_scales[size_t(l)]);
+          }
         }
         clock_.lap(op::kRopeKv);
         // Gather positions [0, len) into contiguous K/V so that the reference
@@ -151,14 +160,17 @@ class CpuPagedBackend final : public BatchBackend {
                        c_.num_heads, c_.num_kv_heads, c_.head_dim);
         clock_.lap(op::kAttention);
       }
+      if (L.q_o.fp8) cpu::quantize_fp8(att.data(), N, q_dim, L.q_o.input_scale);
       cpu::matmul(L.wo.data(), att.data(), tmp.data(), N, H, q_dim);
       cpu::add(x.data(), tmp.data(), int64_t(N) * H);
       clock_.lap(op::kOProj);
       cpu::rmsnorm(x.data(), L.ffn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
+      if (L.q_gate_up.fp8) cpu::quantize_fp8(h.data(), N, H, L.q_gate_up.input_scale);
       clock_.lap(op::kFfnNorm);
       cpu::matmul(L.w_gate_up.data(), h.data(), gu.data(), N, 2 * I, H);
       clock_.lap(op::kGateUp);
       cpu::silu_mul(gu.data(), act.data(), N, I);
+      if (L.q_down.fp8) cpu::quantize_fp8(act.data(), N, I, L.q_down.input_scale);
       clock_.lap(op::kSiluMul);
       cpu::matmul(L.w_down.data(), act.data(), tmp.data(), N, H, I);
       cpu::add(x.data(), tmp.data(), int64_t(N) * H);
@@ -267,6 +279,7 @@ class CpuPagedBackend final : public BatchBackend {
   int block_size_ = 0;
   int num_blocks_ = 0;
   int max_logit_rows_ = 0;
+  bool kv_fp8_ = false;  // K/V rows quantized to e4m3 as they enter the pool
   double weight_bytes_ = 0.0;  // fp32, as this backend reads them
   CpuWeights w_;
   std::vector<float> k_pool_;  // [layers, num_blocks, block_size, kv_dim], roped keys

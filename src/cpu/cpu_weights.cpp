@@ -1,6 +1,7 @@
 #include "cpu/cpu_weights.h"
 
 #include "core/check.h"
+#include "core/fp8.h"
 #include "model/model.h"
 
 namespace hayate {
@@ -26,6 +27,11 @@ std::vector<float> load_f32(const Model& m, const std::string& name, int64_t exp
                expected);
   std::vector<float> out(static_cast<size_t>(expected));
   weight_to_f32(m, w, out);
+  if (w.fp8 && w.dtype != DType::F8E4M3) {  // quantized at load, per output row
+    const int64_t rows = w.shape[0], cols = w.shape[1];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) fp8_fake_quantize_row(out.data() + r * cols, size_t(cols), 0.0f);
+  }
   progress.done += source_bytes(w);
   if (progress.fn) progress.fn(progress.done, progress.total);
   return out;
@@ -72,6 +78,20 @@ CpuWeights load_cpu_weights(const Model& model,
     L.ffn_norm = load_f32(model, p + "ffn_norm", H, progress);
     L.w_gate_up = load_f32(model, p + "w_gate_up", 2 * I * H, progress);
     L.w_down = load_f32(model, p + "w_down", H * I, progress);
+    const auto quant = [&](const char* name) {
+      const WeightSource& ws = model.weight(p + name);
+      return LinearQuant{ws.fp8, ws.input_scale};
+    };
+    L.q_qkv = quant("wqkv");
+    L.q_o = quant("wo");
+    L.q_gate_up = quant("w_gate_up");
+    L.q_down = quant("w_down");
+  }
+  w.k_scales = model.k_scales;
+  w.v_scales = model.v_scales;
+  if (w.k_scales.empty()) {
+    w.k_scales.assign(size_t(c.num_layers), 1.0f);
+    w.v_scales.assign(size_t(c.num_layers), 1.0f);
   }
   w.inv_freq = rope_inv_freq(c);
   HAYATE_CHECK(int(w.inv_freq.size()) == c.head_dim / 2, "rope table has ", w.inv_freq.size(),

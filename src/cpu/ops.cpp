@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp8.h"
 
 namespace hayate::cpu {
 
@@ -143,6 +144,11 @@ void silu_mul(const float* gu, float* out, int n, int inter) {
     float* o = out + int64_t(t) * inter;
     for (int j = 0; j < inter; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
   }
+}
+
+void quantize_fp8(float* x, int n, int dim, float static_scale) {
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < n; ++t) fp8_fake_quantize_row(x + size_t(t) * dim, size_t(dim), static_scale);
 }
 
 void add(float* x, const float* y, int64_t count) {

@@ -53,6 +53,11 @@ void attention(const float* q, const float* k_cache, const float* v_cache, float
 // (gate rows then up rows of the fused w_gate_up); out: [n, inter].
 void silu_mul(const float* gu, float* out, int n, int inter);
 
+// FP8 fake quantization of a linear's input, in place: each row of x [n,
+// dim] becomes its e4m3 values times its scale, the row's own (dynamic per
+// token, static_scale 0) or static_scale (core/fp8.h).
+void quantize_fp8(float* x, int n, int dim, float static_scale);
+
 // x[i] += y[i] for i < count (the residual connection).
 void add(float* x, const float* y, int64_t count);
 

@@ -50,12 +50,13 @@ class BatchGemm {
  public:
   static constexpr size_t kWorkspace = size_t(32) << 20;  // fixed, so GEMMs can be graph-captured
 
-  BatchGemm(GemmPath path, cudaStream_t s) : s_(s), t_out_(path != GemmPath::kEx) {
+  BatchGemm(GemmPath path, cudaStream_t s)
+      : s_(s), t_out_(path != GemmPath::kEx), lt_path_(path == GemmPath::kLt) {
     HAYATE_CUBLAS_CHECK(cublasCreate(&cublas_));
     HAYATE_CUBLAS_CHECK(cublasSetStream(cublas_, s_));
     ws_ = DeviceBuffer(kWorkspace);
     HAYATE_CUBLAS_CHECK(cublasSetWorkspace(cublas_, ws_.as(), kWorkspace));
-    if (path == GemmPath::kLt) lt_ = std::make_unique<LtGemm>(ws_.as(), kWorkspace);
+    lt_ = std::make_unique<LtGemm>(ws_.as(), kWorkspace);  // FP8 products take it on every path
   }
   ~BatchGemm() {
     lt_.reset();
@@ -74,8 +75,18 @@ class BatchGemm {
   template <typename E>
   void operator()(const T* W, const T* x, int m, int N, int K, E* y, bool accumulate) const {
     const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : cublas_type<T>();
-    if (lt_ && lt_->run_tuned({N, K, cublas_type<T>(), out, accumulate}, m, W, x, y, s_)) return;
+    if (lt_path_ && lt_->run_tuned({N, K, cublas_type<T>(), out, accumulate}, m, W, x, y, s_)) return;
     ex(W, x, m, N, K, y, out, accumulate);
+  }
+
+  // The FP8 product (W8A8): y [m, N] = x_scale[i] W.scale[n] (xq [m, K] .
+  // W.w [N, K]^T) (+ y), e4m3 operands, fp32 accumulation, y in E; the
+  // algorithm tuned for m rows, else cuBLASLt's first pick for m.
+  template <typename E>
+  void fp8(const Fp8Linear& W, const uint8_t* xq, const float* x_scale, int m, int N, int K, E* y,
+           bool accumulate) const {
+    const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : cublas_type<T>();
+    lt_->run_any({N, K, CUDA_R_8F_E4M3, out, accumulate}, m, W.w, xq, y, s_, {W.scale, x_scale});
   }
 
   // Buffers the start-up timing fills and overwrites (before any step):
@@ -86,6 +97,8 @@ class BatchGemm {
     T *x, *attn, *last;
     void* big;
     float *h, *logits;
+    uint8_t* xq;  // FP8 weights: [max_tokens, max(hidden, inter)] codes and
+    float* xs;    // [max_tokens] scales of x, quantized here
   };
 
   // The lt path's plans: every GEMM shape of the forward pass timed at the
@@ -97,7 +110,7 @@ class BatchGemm {
   // picks to stderr.
   void tune_model(const ModelConfig& c, const LayerWeights<T>& L, const T* lm_head, int max_tokens,
                   int max_seqs, const TuneBuffers& b) {
-    if (!lt_) return;
+    if (!lt_path_ && !L.qkv8.w) return;
     const int D = c.hidden_size, I = c.intermediate_size, qd = c.q_dim();
     const auto tiers = [](int top, int also) {
       std::vector<int> t;
@@ -123,11 +136,28 @@ class BatchGemm {
         ex(W, x, m, sh.N, sh.K, y, sh.out, sh.accumulate);
       }));
     };
-    tune("qkv", {c.qkv_dim(), D, t, t, false}, rows, L.wqkv, b.x, b.big);
-    tune("o", {D, qd, t, f, true}, rows, L.wo, b.attn, b.h);
-    tune("gate_up", {2 * I, D, t, t, false}, rows, L.w_gate_up, b.x, b.big);
-    tune("down", {D, I, t, f, true}, rows, L.w_down, b.x, b.h);
-    tune("lm_head", {c.vocab_size, D, t, f, false}, heads, lm_head, b.last, b.logits);
+    if (L.qkv8.w) {  // FP8: no baseline (cublasGemmEx has no per-row scales)
+      const int wide = std::max(D, I);
+      quantize_rows_fp8(b.x, max_tokens, wide, 0.0f, b.xq, b.xs, s_);
+      const auto tune8 = [&](const char* name, LtShape sh, const Fp8Linear& W, void* y) {
+        r += cat(" ", name, "(fp8)",
+                 lt_->tune(sh, rows, kCands, kReps, W.w, b.xq, y, s_, {}, {W.scale, b.xs}));
+      };
+      const cudaDataType_t e = CUDA_R_8F_E4M3;
+      // x rows are `wide` apart in the tuning buffer; the products read K of
+      // each, which only changes which values are multiplied.
+      tune8("qkv", {c.qkv_dim(), D, e, t, false}, L.qkv8, b.big);
+      tune8("o", {D, qd, e, f, true}, L.o8, b.h);
+      tune8("gate_up", {2 * I, D, e, t, false}, L.gate_up8, b.big);
+      tune8("down", {D, I, e, f, true}, L.down8, b.h);
+    } else {
+      tune("qkv", {c.qkv_dim(), D, t, t, false}, rows, L.wqkv, b.x, b.big);
+      tune("o", {D, qd, t, f, true}, rows, L.wo, b.attn, b.h);
+      tune("gate_up", {2 * I, D, t, t, false}, rows, L.w_gate_up, b.x, b.big);
+      tune("down", {D, I, t, f, true}, rows, L.w_down, b.x, b.h);
+    }
+    if (lt_path_)
+      tune("lm_head", {c.vocab_size, D, t, f, false}, heads, lm_head, b.last, b.logits);
     std::fprintf(
         stderr,
         "hayate: GEMM algorithms timed in %.0f ms (fastest of %d cuBLASLt candidates and "
@@ -148,9 +178,10 @@ class BatchGemm {
 
   cudaStream_t s_ = nullptr;
   bool t_out_ = true;
+  bool lt_path_ = true;  // 16-bit products through tuned cuBLASLt (else cublasGemmEx)
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer ws_;
-  std::unique_ptr<LtGemm> lt_;  // null: ex16 or ex
+  std::unique_ptr<LtGemm> lt_;
 };
 
 }  // namespace hayate::cuda

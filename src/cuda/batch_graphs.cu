@@ -43,7 +43,8 @@ cudaGraphExec_t DecodeGraphs::capture_one(cudaStream_t s, const std::function<vo
   return exec;
 }
 
-void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, bool persistent, int short_max_rows,
+void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, bool persistent, bool gemv,
+                           int short_max_rows,
                            const std::function<int(int rows)>& whole_keys, cudaStream_t s,
                            const Record& record) {
   const auto now = [] { return std::chrono::steady_clock::now(); };
@@ -60,8 +61,10 @@ void DecodeGraphs::capture(int max_seqs, DecodeMatmul matmul, bool persistent, i
     const bool only_persistent = B == 1 && persistent && matmul == DecodeMatmul::kPersistent;
     const bool any = matmul == DecodeMatmul::kAuto || matmul == DecodeMatmul::kPersistent;
     if (B == 1 && persistent && any) cands.push_back({1, true});
-    if (!only_persistent && small && matmul != DecodeMatmul::kCublas) cands.push_back({B, false});
-    if (!only_persistent && (!small || matmul != DecodeMatmul::kGemv)) cands.push_back({0, false});
+    if (!only_persistent && small && gemv && matmul != DecodeMatmul::kCublas)
+      cands.push_back({B, false});
+    if (!only_persistent && (!small || !gemv || matmul != DecodeMatmul::kGemv))
+      cands.push_back({0, false});
     cudaGraphExec_t best = nullptr;
     float best_ms = 0.0f;
     Matmul best_mm;

@@ -51,11 +51,12 @@ class DecodeGraphs {
   // Buckets of up to 16 rows are captured with each candidate matmul that
   // `matmul` allows and the faster graph is kept (kAuto: the GEMV / cuBLAS
   // crossover measured on this device); bucket 1 also with the persistent
-  // kernel where `persistent` says it runs. Buckets of up to short_max_rows rows
+  // kernel where `persistent` says it runs; GEMVs only where `gemv` (FP8
+  // weights have no batched GEMV: their buckets run cuBLASLt). Buckets of up to short_max_rows rows
   // are captured a second time, with the kept matmul and short attention;
   // buckets B with whole_keys(B) > 0 a second time with attn_keys =
   // whole_keys(B). Prints every candidate's time and the capture time to stderr.
-  void capture(int max_seqs, DecodeMatmul matmul, bool persistent, int short_max_rows,
+  void capture(int max_seqs, DecodeMatmul matmul, bool persistent, bool gemv, int short_max_rows,
                const std::function<int(int rows)>& whole_keys, cudaStream_t s,
                const Record& record);
 

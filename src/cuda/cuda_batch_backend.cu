@@ -120,6 +120,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     max_blocks_ = (max_model_len_ + block_size_ - 1) / block_size_;
     n_splits_ = std::min(kMaxSplits, (max_model_len_ + 511) / 512);
 
+    HAYATE_CHECK(o.kv_cache_dtype == KvCacheDtype::kAuto,
+                 "--kv-cache-dtype fp8: the cuda backend's KV pool holds the compute dtype only");
     sampler_ = o.switches.sampler;
     int major = 0;  // the persistent kernel is sm_90 (bulk copies, mbarriers)
     HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, o.device));
@@ -133,10 +135,21 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     gemm_ = std::make_unique<BatchGemm<T>>(o.switches.gemm, s_);
     paged_attention_init();
 
+    if (model.quant.fp8()) {  // W8A8 needs FP8 tensor cores and the fused norm's bound
+      int minor = 0;
+      HAYATE_CUDA_CHECK(
+          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, o.device));
+      HAYATE_CHECK(major * 10 + minor >= 89, "FP8 (", model.quant.describe(),
+                   ") needs a GPU with FP8 tensor cores (sm_89 or newer); this one is sm_", major,
+                   minor);
+      HAYATE_CHECK(rmsnorm_fp8_supported(c_.hidden_size), "FP8: hidden size ", c_.hidden_size,
+                   " exceeds what the fused RMSNorm + quantization kernel holds");
+    }
     w_ = upload_weights<T>(model, s_, o.on_load_progress);
+    if (w_.fp8) persistent_ = persistent_ && persistent_decode_fp8_supported();
     alloc_workspace();
     gemm_->tune_model(c_, w_.layers[0], w_.lm_head, max_tokens_, max_seqs_,
-                      {xn_, attn_, last_, big_, h_, logits_});
+                      {xn_, attn_, last_, big_, h_, logits_, xq_, xs_});
     alloc_pool(o);
     if (persistent_) init_persistent(o);
     short_keys_ = paged_decode_short_max_keys(c_.head_dim);
@@ -188,7 +201,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   double measure_tflops() override {
     const int m = std::min(max_tokens_, 4096), N = 2 * c_.intermediate_size, K = c_.hidden_size;
     T* y = reinterpret_cast<T*>(big_);
-    const auto run = [&] { (*gemm_)(w_.layers[0].w_gate_up, xn_, m, N, K, y, false); };
+    const auto run = [&] {
+      if (w_.fp8)  // the FP8 product (input codes: whatever the buffer holds)
+        gemm_->fp8(w_.layers[0].gate_up8, xq_, xs_, m, N, K, y, false);
+      else
+        (*gemm_)(w_.layers[0].w_gate_up, xn_, m, N, K, y, false);
+    };
     time_on_stream(s_, run, 2);
     const float ms = time_on_stream(s_, run, 10);
     return 2.0 * m * N * K / (double(ms) * 1e-3) / 1e12;
@@ -514,6 +532,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       sample(logits_, V, states_, true, sample_ws_, d_out_, s_, false);  // out [1] (greedy)
       return;
     }
+    if (w_.fp8) {
+      forward_fp8(p);
+      return;
+    }
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
       T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;  // [blocks, bs, kv_dim]
@@ -538,10 +560,46 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       }
       matmul(L.w_down, xn_, rows, D, I, h_, 1.0f, p.mm);  // H += ACT Wd^T
     }
+    lm_head(p);
+  }
+
+  // The same layers with FP8 linears (W8A8): each linear's input is quantized
+  // per token by the kernel that produces it (rmsnorm_fp8, silu_mul_fp8; the
+  // attention output by quantize_rows_fp8), XQ [rows, K] e4m3 with XS [rows]
+  // scales, and cuBLASLt scales the product by XS and the weight's row scales.
+  void forward_fp8(const StepPlan& p) {
+    const int D = c_.hidden_size, I = c_.intermediate_size;
+    const int qd = c_.q_dim(), qkvd = c_.qkv_dim(), rows = p.rows;
+    const float eps = c_.rms_norm_eps;
+    const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
+    const PagedMeta meta{d_pos_, d_seq_, d_tables_};
+    const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
+    T* big_t = reinterpret_cast<T*>(big_);
+    for (int l = 0; l < c_.num_layers; ++l) {
+      const LayerWeights<T>& L = w_.layers[size_t(l)];
+      T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;  // [blocks, bs, kv_dim]
+      T* vp = v_pool_.as<T>() + size_t(l) * layer_elems;
+      rmsnorm_fp8(h_, L.attn_norm, rows, D, eps, L.qkv8.input_scale, xq_, xs_, s_);  // XQ [rows, D]
+      gemm_->fp8(L.qkv8, xq_, xs_, rows, qkvd, D, big_t, false);         // QKV [rows, qkv] T
+      paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
+      attend(p, kp, vp);                                                 // ATT [rows, qd]
+      quantize_rows_fp8(attn_, rows, qd, L.o8.input_scale, xq_, xs_, s_);  // XQ [rows, qd]
+      gemm_->fp8(L.o8, xq_, xs_, rows, D, qd, h_, true);                   // H += ATT Wo^T
+      rmsnorm_fp8(h_, L.ffn_norm, rows, D, eps, L.gate_up8.input_scale, xq_, xs_, s_);
+      gemm_->fp8(L.gate_up8, xq_, xs_, rows, 2 * I, D, big_t, false);  // GU [rows, 2I] T
+      silu_mul_fp8(big_t, rows, I, L.down8.input_scale, xq_, xs_, s_);  // XQ [rows, I]
+      gemm_->fp8(L.down8, xq_, xs_, rows, D, I, h_, true);             // H += ACT Wd^T
+    }
+    lm_head(p);
+  }
+
+  // The final norm and the LM head (in T) on the logits rows, greedy picks.
+  void lm_head(const StepPlan& p) {
+    const int D = c_.hidden_size, V = c_.vocab_size;
     if (p.m == 0) return;
-    rmsnorm_gather(h_, p.head_rows, w_.final_norm, p.m, D, eps, last_, s_);  // [m, D]
-    matmul(w_.lm_head, last_, p.m, V, D, logits_, 0.0f, p.mm);               // logits [m, V]
-    argmax_rows(logits_, p.m, V, d_out_, s_);                                // out [m] (greedy)
+    rmsnorm_gather(h_, p.head_rows, w_.final_norm, p.m, D, c_.rms_norm_eps, last_, s_);  // [m, D]
+    matmul(w_.lm_head, last_, p.m, V, D, logits_, 0.0f, p.mm);  // logits [m, V]
+    argmax_rows(logits_, p.m, V, d_out_, s_);                   // out [m] (greedy)
   }
 
   void matmul(const T* W, const T* x, int m, int N, int K, float* y, float beta, Matmul mm) {
@@ -625,6 +683,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     q_ = alloc<float>(T_ * c_.q_dim());
     attn_ = alloc<T>(T_ * c_.q_dim());
     attn_f_ = alloc<float>(c_.q_dim());  // bucket 1's one row
+    if (w_.fp8) {  // a linear's quantized input and its per-token scales
+      xq_ = alloc<uint8_t>(T_ * size_t(std::max({D, I, c_.q_dim()})));
+      xs_ = alloc<float>(T_);
+    }
     if (persistent_) {  // bucket 1's persistent kernel (init_persistent)
       persist_layers_ = alloc<PersistentLayer<T>>(size_t(c_.num_layers));
       persist_h2_ = alloc<float>(D);
@@ -722,9 +784,15 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     std::vector<PersistentLayer<T>> layers;
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
-      layers.push_back({L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down,
-                        k_pool_.as<T>() + size_t(l) * layer_elems,
-                        v_pool_.as<T>() + size_t(l) * layer_elems});
+      PersistentLayer<T> pl{L.attn_norm, L.wqkv, L.wo, L.ffn_norm, L.w_gate_up, L.w_down,
+                            k_pool_.as<T>() + size_t(l) * layer_elems,
+                            v_pool_.as<T>() + size_t(l) * layer_elems};
+      pl.wqkv8 = L.qkv8.w, pl.wo8 = L.o8.w, pl.w_gate_up8 = L.gate_up8.w, pl.w_down8 = L.down8.w;
+      pl.s_qkv = L.qkv8.scale, pl.s_o = L.o8.scale, pl.s_gate_up = L.gate_up8.scale;
+      pl.s_down = L.down8.scale;
+      pl.in_qkv = L.qkv8.input_scale, pl.in_o = L.o8.input_scale;
+      pl.in_gate_up = L.gate_up8.input_scale, pl.in_down = L.down8.input_scale;
+      layers.push_back(pl);
     }
     upload(persist_layers_, layers.data(), layers.size());
     HAYATE_CUDA_CHECK(cudaMemsetAsync(persist_barrier_, 0, 2 * sizeof(unsigned), s_));
@@ -756,7 +824,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                    persist_part_ml_,
                                    logits_,
                                    persist_barrier_,
-                                   persist_counters_};
+                                   persist_counters_,
+                                   w_.fp8};
     // A trial step before capture: slot 0 at position 0 of the scratch block
     // (graph padding's); activations are whatever the buffers hold.
     packer_.clear();
@@ -782,7 +851,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       const int wk = paged_decode_whole_row_keys(B, c_.num_kv_heads);
       return wk < max_blocks_ * block_size_ ? wk : 0;
     };
-    graphs_.capture(max_seqs_, matmul_, persist_.layers != nullptr, kShortGraphMaxRows, whole_keys,
+    graphs_.capture(max_seqs_, matmul_, persist_.layers != nullptr, !w_.fp8, kShortGraphMaxRows,
+                    whole_keys,
                     s_, [&](int B, Matmul mm, bool short_attn, int attn_keys) {
                       forward(StepPlan{B, d_ident_, B, 0, d_ident_, B, mm, short_attn, attn_keys});
                     });
@@ -866,6 +936,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   float *h_ = nullptr, *big_ = nullptr, *q_ = nullptr, *logits_ = nullptr, *inv_freq_ = nullptr;
   float *part_o_ = nullptr, *part_ml_ = nullptr, *attn_f_ = nullptr;
   T *xn_ = nullptr, *attn_ = nullptr, *last_ = nullptr;
+  uint8_t* xq_ = nullptr;  // FP8: a linear's input codes [rows, K]
+  float* xs_ = nullptr;    // FP8: their scales [rows]
   // Step metadata (device) and its host staging.
   int32_t *d_tokens_ = nullptr, *d_pos_ = nullptr, *d_seq_ = nullptr, *d_dec_ = nullptr;
   int32_t *d_tiles_ = nullptr, *d_sample_rows_ = nullptr, *d_ident_ = nullptr;
@@ -935,9 +1007,11 @@ std::unique_ptr<BatchBackend> make_cuda_batch_backend(const Model& model,
     case DType::BF16:
       return std::make_unique<cuda::CudaBatchBackend<__nv_bfloat16>>(model, options, matmul);
     case DType::F32:
+    case DType::F8E4M3:
       break;
   }
-  fail("the batched cuda backend runs float16 or bfloat16 (--dtype), not float32");
+  fail(cat("the batched cuda backend runs float16 or bfloat16 (--dtype), not ",
+           dtype_name(options.dtype), " (FP8 is --quantization fp8, with --dtype the 16-bit type)"));
 }
 
 }  // namespace hayate

@@ -16,13 +16,22 @@ namespace {
 // is host work of a few microseconds; graph replays skip it entirely.
 class Descs {
  public:
-  Descs(const LtShape& sh, int m) {
+  Descs(const LtShape& sh, int m, LtScales sc = {}) {
     HAYATE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
     HAYATE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
     HAYATE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
+    if (sh.fp8()) {  // op(A) = W: a scale per output row; B = x^T: one per token
+      const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE})
+        HAYATE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, attr, &mode, sizeof(mode)));
+      HAYATE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                         &sc.w, sizeof(sc.w)));
+      HAYATE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                         &sc.x, sizeof(sc.x)));
+    }
     // Column-major: W stored K x N (ld K), x^T K x m (ld K), y^T N x m (ld N).
     HAYATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&w_, sh.ab, sh.K, sh.N, sh.K));
     HAYATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x_, sh.ab, sh.K, m, sh.K));
@@ -51,10 +60,11 @@ LtGemm::~LtGemm() {
   if (h_) cublasLtDestroy(h_);
 }
 
-std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const LtShape& sh, int m, int k) const {
+std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const LtShape& sh, int m, int k,
+                                                     LtScales sc) const {
   HAYATE_CHECK(m >= 1 && k >= 1 && sh.N >= 1 && sh.K >= 1, "LtGemm: bad shape m ", m, " N ", sh.N,
                " K ", sh.K);
-  Descs d(sh, m);
+  Descs d(sh, m, sc);
   cublasLtMatmulPreference_t pref = nullptr;
   HAYATE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   HAYATE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -72,8 +82,9 @@ std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const LtShape& sh, int m, i
 }
 
 cublasStatus_t LtGemm::run(const LtShape& sh, int m, const cublasLtMatmulAlgo_t& algo,
-                           const void* W, const void* x, void* y, cudaStream_t s) const {
-  Descs d(sh, m);
+                           const void* W, const void* x, void* y, cudaStream_t s,
+                           LtScales sc) const {
+  Descs d(sh, m, sc);
   const float alpha = 1.0f, beta = sh.accumulate ? 1.0f : 0.0f;
   return cublasLtMatmul(h_, d.op_, &alpha, W, d.w_, x, d.x_, &beta, y, d.y_, y, d.y_, &algo, ws_,
                         ws_bytes_, s);
@@ -81,7 +92,7 @@ cublasStatus_t LtGemm::run(const LtShape& sh, int m, const cublasLtMatmulAlgo_t&
 
 std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k, int reps,
                          const void* W, const void* x, void* y, cudaStream_t s,
-                         const std::function<void(int m)>& baseline) {
+                         const std::function<void(int m)>& baseline, LtScales sc) {
   HAYATE_CHECK(!tiers.empty() && std::is_sorted(tiers.begin(), tiers.end()),
                "LtGemm::tune: tiers must be ascending and non-empty");
   // The caller warms each candidate up (the first run also checks it).
@@ -99,9 +110,9 @@ std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k
       best_ms = median_ms([&] { baseline(m); });
       any = true;
     }
-    for (const cublasLtMatmulAlgo_t& a : candidates(sh, m, k)) {
-      if (run(sh, m, a, W, x, y, s) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up and check
-      const float ms = median_ms([&] { HAYATE_CUBLAS_CHECK(run(sh, m, a, W, x, y, s)); });
+    for (const cublasLtMatmulAlgo_t& a : candidates(sh, m, k, sc)) {
+      if (run(sh, m, a, W, x, y, s, sc) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up and check
+      const float ms = median_ms([&] { HAYATE_CUBLAS_CHECK(run(sh, m, a, W, x, y, s, sc)); });
       if (!any || ms < best_ms) {
         best = a;
         best_ms = ms;
@@ -118,14 +129,28 @@ std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k
 }
 
 bool LtGemm::run_tuned(const LtShape& sh, int m, const void* W, const void* x, void* y,
-                       cudaStream_t s) const {
+                       cudaStream_t s, LtScales sc) const {
   const auto it = plans_.find(sh.key());
   if (it == plans_.end()) return false;
   const Plan& p = it->second;
   const auto t = std::lower_bound(p.tiers.begin(), p.tiers.end(), m);
   if (t == p.tiers.end() || *t != m) return false;
   const std::optional<cublasLtMatmulAlgo_t>& a = p.algos[size_t(t - p.tiers.begin())];
-  return a && run(sh, m, *a, W, x, y, s) == CUBLAS_STATUS_SUCCESS;
+  return a && run(sh, m, *a, W, x, y, s, sc) == CUBLAS_STATUS_SUCCESS;
+}
+
+void LtGemm::run_any(const LtShape& sh, int m, const void* W, const void* x, void* y,
+                     cudaStream_t s, LtScales sc) const {
+  if (run_tuned(sh, m, W, x, y, s, sc)) return;
+  auto it = first_.find({sh.key(), m});
+  if (it == first_.end()) {
+    const std::vector<cublasLtMatmulAlgo_t> c = candidates(sh, m, 1, sc);
+    HAYATE_CHECK(!c.empty(), "cuBLASLt has no algorithm for the ", sh.fp8() ? "FP8 " : "",
+                 "product of ", m, " rows, N ", sh.N, ", K ", sh.K,
+                 sh.fp8() ? " with per-row scales (needs cuBLAS 12.9+ on sm_90)" : "");
+    it = first_.emplace(std::make_pair(sh.key(), m), c[0]).first;
+  }
+  HAYATE_CUBLAS_CHECK(run(sh, m, it->second, W, x, y, s, sc));
 }
 
 }  // namespace hayate::cuda

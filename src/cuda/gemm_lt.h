@@ -18,14 +18,25 @@
 
 namespace hayate::cuda {
 
-// W and x in `ab` (CUDA_R_16F or CUDA_R_16BF); y in `out` (ab or CUDA_R_32F);
-// fp32 accumulation; accumulate: y += x W^T (y read and written in `out`).
+// W and x in `ab` (CUDA_R_16F or CUDA_R_16BF, or CUDA_R_8F_E4M3); y in `out`
+// (a 16-bit type or CUDA_R_32F); fp32 accumulation; accumulate: y += x W^T
+// (y read and written in `out`). FP8 products scale row n of the result by
+// the weight's w_scale[n] and column (token) i by x_scale[i] in cuBLASLt's
+// epilogue (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS 12.9+ on
+// sm_90): y[i, n] = x_scale[i] w_scale[n] sum_k x[i, k] W[n, k] (+ y).
 struct LtShape {
   int N = 0, K = 0;
   cudaDataType_t ab = CUDA_R_16F, out = CUDA_R_32F;
   bool accumulate = false;
   using Key = std::tuple<int, int, int, int, bool>;
   Key key() const { return Key{N, K, int(ab), int(out), accumulate}; }
+  bool fp8() const { return ab == CUDA_R_8F_E4M3; }
+};
+
+// The per-row scales of an FP8 product (device memory; null otherwise).
+struct LtScales {
+  const float* w = nullptr;  // [N]
+  const float* x = nullptr;  // [m]
 };
 
 class LtGemm {
@@ -39,12 +50,13 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   // The heuristic's first (best-ranked) up-to-k algorithms for m rows.
-  std::vector<cublasLtMatmulAlgo_t> candidates(const LtShape& sh, int m, int k) const;
+  std::vector<cublasLtMatmulAlgo_t> candidates(const LtShape& sh, int m, int k,
+                                               LtScales sc = {}) const;
 
   // One product with `algo`. Returns the status instead of aborting: an
   // algorithm chosen at another m may not support this one.
   cublasStatus_t run(const LtShape& sh, int m, const cublasLtMatmulAlgo_t& algo, const void* W,
-                     const void* x, void* y, cudaStream_t s) const;
+                     const void* x, void* y, cudaStream_t s, LtScales sc = {}) const;
 
   // For each tier (ascending row counts), times the first k candidates and
   // baseline(m) (the caller's fallback product, e.g. cublasGemmEx; may be
@@ -53,7 +65,7 @@ class LtGemm {
   // Returns a report (" m:us" per tier, "ex" where the baseline won).
   std::string tune(const LtShape& sh, const std::vector<int>& tiers, int k, int reps, const void* W,
                    const void* x, void* y, cudaStream_t s,
-                   const std::function<void(int m)>& baseline);
+                   const std::function<void(int m)>& baseline, LtScales sc = {});
 
   // The product with the algorithm tuned for exactly m rows. False when m is
   // not a tuned tier of the shape, the baseline won there, or the algorithm
@@ -61,7 +73,14 @@ class LtGemm {
   // rows ran 160-row decode graphs 45 % slower than cublasGemmEx's own pick
   // in the first device call, so other row counts are not given a tier's.)
   bool run_tuned(const LtShape& sh, int m, const void* W, const void* x, void* y,
-                 cudaStream_t s) const;
+                 cudaStream_t s, LtScales sc = {}) const;
+
+  // The product at any m: the tuned algorithm for m, else the heuristic's
+  // first pick for (shape, m), looked up once and kept. For shapes with no
+  // baseline (FP8: cublasGemmEx has no per-row scales). Throws Error when
+  // cuBLASLt has no algorithm for it.
+  void run_any(const LtShape& sh, int m, const void* W, const void* x, void* y, cudaStream_t s,
+               LtScales sc = {}) const;
 
  private:
   struct Plan {
@@ -72,6 +91,7 @@ class LtGemm {
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
   std::map<LtShape::Key, Plan> plans_;
+  mutable std::map<std::pair<LtShape::Key, int>, cublasLtMatmulAlgo_t> first_;  // run_any's picks
 };
 
 }  // namespace hayate::cuda

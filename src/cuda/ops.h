@@ -35,6 +35,12 @@ template <typename T>
 struct PersistentLayer {
   const T *attn_norm, *wqkv, *wo, *ffn_norm, *w_gate_up, *w_down;
   T *k_cache, *v_cache;  // this layer's paged pool [blocks * block_size, kv_dim]
+  // FP8 weights (PersistentDecode::fp8): e4m3 codes of the four linears in
+  // place of the T pointers above, their row scales, static input scales (0:
+  // per token).
+  const uint8_t *wqkv8 = nullptr, *wo8 = nullptr, *w_gate_up8 = nullptr, *w_down8 = nullptr;
+  const float *s_qkv = nullptr, *s_o = nullptr, *s_gate_up = nullptr, *s_down = nullptr;
+  float in_qkv = 0.0f, in_o = 0.0f, in_gate_up = 0.0f, in_down = 0.0f;
 };
 template <typename T>
 struct PersistentDecode {
@@ -52,6 +58,10 @@ struct PersistentDecode {
   float* logits;            // [vocab]
   unsigned* barrier;        // [2], zeroed once; the kernel leaves it zero
   int* counters;            // [persistent_counters(n_layers, n_kv_heads)], the same
+  // The layers' linears are FP8 (W8A8): each phase's x is quantized to e4m3
+  // in registers (per token, or with the static scale) and its sums scaled
+  // by x's scale and the weight row's; the LM head stays in T.
+  bool fp8 = false;
   // null, or [gridDim.x][persistent_trace_slots(n_layers)]: each block's
   // %globaltimer (ns) where its consumers finish a phase and leave its
   // barrier (`hayate profile`): [0] start; per layer l from 1 + 9 l: QKV
@@ -82,6 +92,8 @@ __host__ __device__ constexpr int persistent_counters(int n_layers, int n_kv_hea
 bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, int n_kv_heads,
                                  int head_dim);
 int persistent_max_splits();
+// Whether the persistent kernel reads FP8 linear weights (W8A8 models).
+bool persistent_decode_fp8_supported();
 template <typename T>
 void decode_persistent(const PersistentDecode<T>& args, cudaStream_t s);
 // One real step (args must be safe to run: position 0 of a cache row nothing
@@ -127,6 +139,26 @@ void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s);
 template <typename T>
 void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s);
 
+// ---- quant.cu: FP8 (core/fp8.h's arithmetic; codes as uint8_t, scales fp32) --
+// Weights at load: out [rows, cols] e4m3 codes and scale [rows] of w [rows,
+// cols] (fp32), each row with its own scale.
+void quantize_weight_rows(const float* w, int rows, int cols, uint8_t* out, float* scale,
+                          cudaStream_t s);
+// A linear's input, per token (static_scale 0) or with static_scale: out [n,
+// dim] codes and scale [n] of x [n, dim] in T (the attention output).
+template <typename T>
+void quantize_rows_fp8(const T* x, int n, int dim, float static_scale, uint8_t* out,
+                       float* scale, cudaStream_t s);
+// silu_mul then the same quantization: gu [n, 2 inter] in T -> out [n, inter].
+template <typename T>
+void silu_mul_fp8(const T* gu, int n, int inter, float static_scale, uint8_t* out, float* scale,
+                  cudaStream_t s);
+// rmsnorm (norm.cu) then the same quantization: x [n, dim] fp32 -> out [n, dim].
+bool rmsnorm_fp8_supported(int dim);
+template <typename T>
+void rmsnorm_fp8(const float* x, const T* w, int n, int dim, float eps, float static_scale,
+                 uint8_t* out, float* scale, cudaStream_t s);
+
 // ---- sampling.cu -------------------------------------------------------------
 // Picks the next token from logits [vocab] and writes it to *token_out:
 // greedy = argmax (lowest id on ties); else temperature / top-k / top-p /
@@ -151,7 +183,8 @@ void sample_batched(const float* logits, int vocab, const int32_t* rows, const S
                     int n, int max_rows, void* workspace, int32_t* out, cudaStream_t s);
 
 // ---- dummy.cu: weight generation and conversion ---------------------------------
-// dst[i] = T(offset + scale * uniform_pm1(seed, stream, first + i)), i < n.
+// dst[i] = T(offset + scale * uniform_pm1(seed, stream, first + i)), i < n
+// (T: half, bf16, or float for FP8 weights quantized at load).
 template <typename T>
 void fill_dummy(T* dst, size_t n, uint64_t seed, uint64_t stream, float scale, float offset,
                 uint64_t first, cudaStream_t s);

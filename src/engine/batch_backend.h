@@ -46,6 +46,11 @@ struct DeviceInfo {
   double memory_gb = 0.0;
 };
 
+// The KV pool's element type (vLLM's --kv-cache-dtype): auto, the compute
+// dtype; fp8, e4m3 with a per-layer scale for K and one for V (the
+// checkpoint's k_scale / v_scale, else 1.0), attention accumulating in fp32.
+enum class KvCacheDtype { kAuto, kFp8 };
+
 struct BatchBackendOptions {
   int block_size = 16;               // tokens per KV block
   int num_blocks = 0;  // blocks in the pool; 0 = CPU: enough for max_model_len * 4, GPU: what
@@ -56,6 +61,7 @@ struct BatchBackendOptions {
   int max_num_batched_tokens = 8192;  // most tokens in one step (workspace)
   int max_logit_rows = 0;  // most logits rows in one step (all_logits chunks); 0 = max_num_seqs
   DType dtype = DType::F16;           // GPU compute/weight dtype (cpu is always fp32)
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int device = 0;
   // Called as weights load (bytes of the checkpoint's data, or of generated
   // dummy data, done so far of the total); may be empty.

@@ -51,6 +51,12 @@ void merge_generation_config(const std::string& path, ModelConfig& c) {
 
 }  // namespace
 
+bool is_layer_linear(const std::string& name) {
+  for (const char* s : {".wqkv", ".wo", ".w_gate_up", ".w_down"})
+    if (name.rfind("layers.", 0) == 0 && name.ends_with(s)) return true;
+  return false;
+}
+
 int64_t WeightSource::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -122,7 +128,11 @@ Model load_model(const std::string& spec_text, uint64_t seed, const std::string&
                ": not a checkpoint directory (expected a directory or dummy:NAME)");
   const std::string dir = spec_text;
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  m.config = parse_config(parse_json_strict(read_text_file(config_path), config_path), config_path);
+  const nlohmann::json config_json =
+      parse_json_strict(read_text_file(config_path), config_path);
+  m.config = parse_config(config_json, config_path);
+  if (auto q = config_json.find("quantization_config"); q != config_json.end())
+    m.quant = parse_quant_config(*q, config_path);
   const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
   if (fs::exists(gen_path, ec)) merge_generation_config(gen_path, m.config);
   m.tokenizer_dir = dir;
@@ -144,19 +154,29 @@ void weight_to_f32(const Model& m, const WeightSource& w, std::span<float> out) 
     return;
   }
   const size_t es = dtype_size(w.dtype);
+  if (w.dtype == DType::F8E4M3) {
+    const int64_t cols = w.shape.size() == 2 ? w.shape[1] : 1;
+    HAYATE_CHECK(int64_t(w.scales.size()) * cols == n, "weight_to_f32(", w.name, "): ",
+                 w.scales.size(), " row scales for shape of ", n, " elements");
+  }
   size_t bytes = 0;
   for (const auto& part : w.parts) bytes += part.size();
   HAYATE_CHECK(bytes == size_t(n) * es, "weight_to_f32(", w.name, "): parts hold ", bytes,
                " bytes, shape x ", dtype_name(w.dtype), " needs ", size_t(n) * es);
   // Safetensors data need not be aligned to the element size, so elements
   // are read with memcpy rather than through a cast pointer.
+  int64_t first = 0;  // index of the part's first element in the weight
   for (const auto& part : w.parts) {
     const uint8_t* src = part.data();
     const int64_t count = int64_t(part.size() / es);
     const DType t = w.dtype;
+    const int64_t cols = w.shape.size() == 2 ? w.shape[1] : 1;
+    const float* scales = w.scales.data();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; ++i) {
-      if (t == DType::F32) {
+      if (t == DType::F8E4M3) {
+        dst[i] = e4m3_to_f32(src[i]) * scales[(first + i) / cols];
+      } else if (t == DType::F32) {
         std::memcpy(&dst[i], src + size_t(i) * 4, 4);
       } else {
         uint16_t h;
@@ -165,7 +185,17 @@ void weight_to_f32(const Model& m, const WeightSource& w, std::span<float> out) 
       }
     }
     dst += count;
+    first += count;
   }
+}
+
+void apply_quantization(Model& m, const std::string& method) {
+  if (method.empty() || method == "none") return;
+  HAYATE_CHECK(method == "fp8", "--quantization: unknown method '", method,
+               "' (expected fp8; FP8 checkpoints need no flag)");
+  if (m.quant.fp8()) return;  // the checkpoint's own FP8
+  m.quant.method = QuantConfig::Method::kOnLoad;
+  for (WeightSource& w : m.weights) w.fp8 = is_layer_linear(w.name);
 }
 
 }  // namespace hayate

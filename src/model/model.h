@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "model/config.h"
+#include "model/quant.h"
 
 namespace hayate {
 
@@ -32,6 +33,15 @@ struct WeightSource {
   uint64_t dummy_stream = 0;
   float dummy_scale = 0.0f;
   float dummy_offset = 0.0f;
+  // FP8 (quant.h): fp8 says the weight runs W8A8. Stored as F8E4M3, `scales`
+  // holds its scale per output row (a fused weight's per-tensor scales
+  // repeated over each part's rows); stored in fp16/bf16 or dummy
+  // (--quantization fp8), the backends quantize it per row at load and
+  // `scales` is empty. input_scale: the static activation scale (the max
+  // over a fused weight's parts, as vLLM), 0 for dynamic per-token scales.
+  bool fp8 = false;
+  std::vector<float> scales;
+  float input_scale = 0.0f;
 
   int64_t numel() const;
   bool is_dummy() const { return parts.empty(); }
@@ -51,11 +61,15 @@ struct WeightSource {
 //   layers.L.w_down  [hidden, intermediate]    down_proj
 struct Model {
   ModelConfig config;
+  QuantConfig quant;
   std::string spec;           // what the user passed: a directory or dummy:NAME
   std::string tokenizer_dir;  // holds tokenizer.json and tokenizer_config.json
   uint64_t seed = 0;          // dummy weights only
   std::vector<WeightSource> weights;
   std::vector<std::shared_ptr<MappedFile>> files;  // keep the mapped data alive
+  // The checkpoint's per-layer KV-cache scales (quant.kv_scales), else empty:
+  // an FP8 KV cache then uses 1.0.
+  std::vector<float> k_scales, v_scales;
 
   const WeightSource& weight(const std::string& name) const;  // throws if absent
   const WeightSource& lm_head() const;                        // lm_head, or embed when tied
@@ -66,6 +80,11 @@ struct Model {
 // weights from `seed`, its family's tokenizer from `assets_dir`).
 Model load_model(const std::string& spec, uint64_t seed, const std::string& assets_dir);
 
+// `--quantization fp8` (vLLM's): the layers' linear weights run W8A8,
+// quantized per output row at load. An FP8 checkpoint is left as it is;
+// `method` other than "fp8" (or "none"/"" for no change) is an Error.
+void apply_quantization(Model& m, const std::string& method);
+
 // The config.json text of a named dummy architecture (llama-3.1-8b,
 // llama-3.2-1b, tiny, qwen3-8b, qwen2.5-7b, mistral-7b-v0.3); throws Error
 // listing the known names.
@@ -74,7 +93,8 @@ std::string dummy_config_json(const std::string& name);
 std::string dummy_tokenizer(const std::string& name);
 
 // Writes element values of `w` as float32 into `out` (numel values): converts
-// file data or computes dummy values. Used by the CPU backend and tests.
+// file data or computes dummy values; an F8E4M3 weight's codes times its row
+// scales. Used by the CPU backend and tests.
 void weight_to_f32(const Model& m, const WeightSource& w, std::span<float> out);
 
 }  // namespace hayate

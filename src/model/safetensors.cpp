@@ -81,6 +81,7 @@ SafetensorsTensor parse_entry(const std::string& name, const json& info,
   if (t.dtype_name == "F32") t.dtype = DType::F32;
   if (t.dtype_name == "F16") t.dtype = DType::F16;
   if (t.dtype_name == "BF16") t.dtype = DType::BF16;
+  if (t.dtype_name == "F8_E4M3") t.dtype = DType::F8E4M3;
 
   auto sh = info.find("shape");
   HAYATE_CHECK(sh != info.end() && sh->is_array(), what, ": missing list 'shape'");

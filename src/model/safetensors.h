@@ -24,7 +24,7 @@ namespace hayate {
 struct SafetensorsTensor {
   std::string name;
   std::string dtype_name;      // as in the file: "BF16", "F32", "I64", ...
-  std::optional<DType> dtype;  // set for F32, F16, BF16 (what hayate computes with)
+  std::optional<DType> dtype;  // set for F32, F16, BF16, F8_E4M3 (what hayate reads)
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // offsets within the data section
   std::span<const uint8_t> data;

@@ -18,6 +18,10 @@ struct WeightSpec {
   std::vector<int64_t> part_rows;     // rows of each part
 };
 
+// Whether our weight `name` is one of a layer's linear weights (wqkv, wo,
+// w_gate_up, w_down): the ones FP8 quantization applies to.
+bool is_layer_linear(const std::string& name);
+
 // Every weight of a model with config `c`, in Model::weights order: embed,
 // per layer attn_norm, wqkv, [bqkv], [q_norm, k_norm], wo, ffn_norm, w_gate_up, w_down, then
 // final_norm, then lm_head unless the embeddings are tied.

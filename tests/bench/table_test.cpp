@@ -2,11 +2,16 @@
 
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "bench/result.h"
 #include "bench/table.h"
 #include "core/check.h"
 
 namespace hayate::bench {
 namespace {
+
+using nlohmann::json;
 
 // A result of `engine` in `trial` whose runs take `secs` each.
 BenchResult make(const std::string& engine, const std::string& trial, std::vector<double> secs) {
@@ -99,6 +104,28 @@ TEST(Report, SpeedUpsOverEagerAndCompilePerTrial) {
   EXPECT_NE(line_with(lines, "GPU: NVIDIA H200", ""), nullptr);
   EXPECT_NE(line_with(lines, "torch: 2.11.0", ""), nullptr);
   EXPECT_NE(line_with(lines, "hayate commit: c0ffee", ""), nullptr);
+}
+
+// fp16 and fp8 rows of one trial side by side: the FP8 row is labelled.
+TEST(Report, Fp8RowsAreLabelled) {
+  BenchResult fp16 = make("hayate", "same", {0.5, 0.5, 0.46, 0.46});
+  BenchResult fp8 = make("hayate", "same", {0.3, 0.3, 0.25, 0.25});
+  fp8.model.quantization = "fp8";
+  fp8.model.kv_cache_dtype = "fp8";
+  auto lines = lines_of(comparison({fp16, fp8}, /*markdown=*/false));
+  const std::string* row8 = line_with(lines, "hayate fp8 kv8", "0.250");
+  ASSERT_NE(row8, nullptr);
+  const std::string* row16 = line_with(lines, "hayate ", "0.460");
+  ASSERT_NE(row16, nullptr);
+  EXPECT_EQ(row16->find("fp8"), std::string::npos);
+  // Results from before FP8 read as "none" / "auto".
+  json j = to_json(fp16);
+  j["model"].erase("quantization");
+  j["model"].erase("kv_cache_dtype");
+  const BenchResult old = result_from_json(j, "old");
+  EXPECT_EQ(old.model.quantization, "none");
+  EXPECT_EQ(old.model.kv_cache_dtype, "auto");
+  EXPECT_EQ(result_from_json(to_json(fp8), "fp8").model.quantization, "fp8");
 }
 
 TEST(Report, MarkdownTable) {

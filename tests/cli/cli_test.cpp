@@ -203,6 +203,24 @@ TEST(Cli, BadModelsAndLengths) {
                         "--context");
 }
 
+// FP8: --quantization fp8 and --kv-cache-dtype fp8 run on the CPU backend
+// (greedy output of the same length), and bad values are one-line errors
+// naming the flag (FP8 checkpoints: tests/golden/fp8_golden_test.cpp).
+TEST(Cli, Fp8FlagsAndCheckpoints) {
+  const auto run = [](std::vector<std::string> extra) {
+    std::vector<std::string> a = tiny({"generate", "--prompt", "hello", "--max-tokens", "6",
+                                       "--output-ids"});
+    a.insert(a.end(), extra.begin(), extra.end());
+    return ids_of(hayate(a))["ids"].size();
+  };
+  EXPECT_EQ(run({"--quantization", "fp8"}), 6u);
+  EXPECT_EQ(run({"--quantization", "fp8", "--kv-cache-dtype", "fp8"}), 6u);
+  expect_one_line_error(tiny({"generate", "--quantization", "awq", "--prompt", "hi"}),
+                        "--quantization: unknown method 'awq'");
+  expect_one_line_error(tiny({"generate", "--kv-cache-dtype", "fp8_e5m2", "--prompt", "hi"}),
+                        "--kv-cache-dtype");
+}
+
 // A Hugging Face cache as huggingface_hub lays it out, its snapshot's files
 // symlinks into blobs/ holding the golden checkpoint's files.
 std::string make_hf_cache(const std::string& root, const std::string& ckpt) {

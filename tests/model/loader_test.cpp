@@ -206,7 +206,8 @@ TEST(Loader, RejectsUnsupportedDtype) {
   test::write_checkpoint(dir.path(), cfg, ts);
   EXPECT_ERROR(
       load(dir.path()),
-      "tensor 'model.norm.weight' has unsupported dtype I32 (hayate reads F32, F16, BF16)");
+      "tensor 'model.norm.weight' has unsupported dtype I32 (hayate reads F32, F16, BF16, and "
+      "F8_E4M3 for FP8 linear weights)");
 }
 
 TEST(Loader, RejectsMixedDtypesWithinAFusedWeight) {

@@ -10,6 +10,7 @@
 // Embedding and sampling stay separate kernels around it.
 #include <algorithm>
 #include <cstdio>
+#include <type_traits>
 
 #include "core/check.h"
 #include "cuda/kernels/persistent.cuh"
@@ -21,8 +22,10 @@ namespace hayate::cuda {
 namespace {
 
 // kTrace: a.trace is set (`hayate profile`); the untraced kernel has no trace code at all.
-template <typename T, int HD, bool kTrace>
+// kFp8: the layers' linears are e4m3 (a.fp8); W their stage element type.
+template <typename T, int HD, bool kTrace, bool kFp8>
 __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(PersistentDecode<T> a) {
+  using W = std::conditional_t<kFp8, uint8_t, T>;
   extern __shared__ __align__(128) unsigned char stages[];  // [S][32 KB]
   __shared__ __align__(8) uint64_t full[kPersistStages], empty[kPersistStages], done[kPersistParts];
   __shared__ float part[kPersistParts][kPersistWarps][2];
@@ -51,10 +54,15 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
       int* claim = claims;
       for (int l = 0; l < L_; ++l) {
         const PersistentLayer<T> L = a.layers[l];
-        persist_produce<T, 2, 2>(rg, L.wqkv, D, qkv_groups, qkv_epi(L), claim++, j);
-        persist_produce<T, 2, 2>(rg, L.wo, qd, D / 2, ResidualCgEpi<2>{a.h, a.h2}, claim++, j);
-        persist_produce<T, 2, 2>(rg, L.w_gate_up, D, I, SiluMulEpi{a.act, I}, claim++, j);
-        persist_produce<T, 1, 1>(rg, L.w_down, I, D, ResidualCgEpi<1>{a.h2, a.h}, claim++, j);
+        const W* wqkv = kFp8 ? reinterpret_cast<const W*>(L.wqkv8) : reinterpret_cast<const W*>(L.wqkv);
+        const W* wo = kFp8 ? reinterpret_cast<const W*>(L.wo8) : reinterpret_cast<const W*>(L.wo);
+        const W* wgu = kFp8 ? reinterpret_cast<const W*>(L.w_gate_up8)
+                            : reinterpret_cast<const W*>(L.w_gate_up);
+        const W* wd = kFp8 ? reinterpret_cast<const W*>(L.w_down8) : reinterpret_cast<const W*>(L.w_down);
+        persist_produce<W, 2, 2>(rg, wqkv, D, qkv_groups, qkv_epi(L), claim++, j);
+        persist_produce<W, 2, 2>(rg, wo, qd, D / 2, ResidualCgEpi<2>{a.h, a.h2}, claim++, j);
+        persist_produce<W, 2, 2>(rg, wgu, D, I, SiluMulEpi{a.act, I}, claim++, j);
+        persist_produce<W, 1, 1>(rg, wd, I, D, ResidualCgEpi<1>{a.h2, a.h}, claim++, j);
       }
       persist_produce<T, 2, 2>(rg, a.lm_head, D, a.vocab / 2, StoreEpi<2>{a.logits}, claim, j);
     }
@@ -88,8 +96,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     PersistKvTile<HD> pre;
     const bool prefetched = persist_attend_prefetch<T, HD>(cache(L), nkv, keys, pre);
     // q [Hq d] roped; k, v -> cache[pos]
-    persist_consume<T, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
-                                      qkv_epi(L), j, jd);
+    persist_consume<T, W, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
+                                         qkv_epi(L), j, jd, L.s_qkv, L.in_qkv);
     stamp();
     grid_sync(a.barrier, k);
     stamp();
@@ -99,27 +107,27 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     persist_wait(attn_done + l, nkv);  // every kv head's output
     stamp();
     // h2 = h + Wo attn
-    persist_consume<T, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from(a.attn),
-                                       ResidualCgEpi<2>{a.h, a.h2}, j, jd);
+    persist_consume<T, W, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from(a.attn),
+                                          ResidualCgEpi<2>{a.h, a.h2}, j, jd, L.s_o, L.in_o);
     stamp();
     grid_sync(a.barrier, k);
     stamp();
     // act [I] = silu(g) u of rmsnorm(h2)
-    persist_consume<T, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from(a.h2),
-                                      SiluMulEpi{a.act, I}, j, jd);
+    persist_consume<T, W, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from(a.h2),
+                                         SiluMulEpi{a.act, I}, j, jd, L.s_gate_up, L.in_gate_up);
     stamp();
     grid_sync(a.barrier, k);
     stamp();
     // h = h2 + Wdown act
-    persist_consume<T, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from(a.act),
-                                       ResidualCgEpi<1>{a.h2, a.h}, j, jd);
+    persist_consume<T, W, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from(a.act),
+                                          ResidualCgEpi<1>{a.h2, a.h}, j, jd, L.s_down, L.in_down);
     stamp();
     grid_sync(a.barrier, k);
     stamp();
   }
   // logits [V] = lm_head rmsnorm(h)
-  persist_consume<T, 2, 2, 4, true>(rg, D, a.vocab / 2, a.final_norm, a.eps, from(a.h),
-                                    StoreEpi<2>{a.logits}, j, jd);
+  persist_consume<T, T, 2, 2, 4, true>(rg, D, a.vocab / 2, a.final_norm, a.eps, from(a.h),
+                                       StoreEpi<2>{a.logits}, j, jd);
   stamp();
   persist_exit(a.barrier, a.counters, cl.total);
 }
@@ -127,9 +135,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
 // One cooperative block per SM; the launch's error is returned (a grid that
 // cannot be resident at once is refused there).
 // refuse (tests): ask for per_sm + 1 blocks per SM, which the runtime must refuse.
-template <typename T, int HD, bool kTrace>
+template <typename T, int HD, bool kTrace, bool kFp8>
 cudaError_t launch_persistent(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
-  auto kernel = decode_persistent_kernel<T, HD, kTrace>;
+  auto kernel = decode_persistent_kernel<T, HD, kTrace, kFp8>;
   const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
   HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int device = 0, sms = 0, per_sm = 0;
@@ -147,13 +155,23 @@ cudaError_t persistent_launch(const PersistentDecode<T>& a, cudaStream_t s, bool
                                            a.head_dim),
                "persistent decode: unsupported shape");
   const bool trace = a.trace != nullptr;
+  if (a.fp8) {  // FP8 weights: the 8B shapes' head size (and dummy:tiny's, the tests'), traced or not
+    switch (a.head_dim) {
+      case 32: return trace ? launch_persistent<T, 32, true, true>(a, s, refuse)
+                            : launch_persistent<T, 32, false, true>(a, s, refuse);
+      case 64: return trace ? launch_persistent<T, 64, true, true>(a, s, refuse)
+                            : launch_persistent<T, 64, false, true>(a, s, refuse);
+      default: return trace ? launch_persistent<T, 128, true, true>(a, s, refuse)
+                            : launch_persistent<T, 128, false, true>(a, s, refuse);
+    }
+  }
   switch (a.head_dim) {
-    case 32: return trace ? launch_persistent<T, 32, true>(a, s, refuse)
-                          : launch_persistent<T, 32, false>(a, s, refuse);
-    case 64: return trace ? launch_persistent<T, 64, true>(a, s, refuse)
-                          : launch_persistent<T, 64, false>(a, s, refuse);
-    default: return trace ? launch_persistent<T, 128, true>(a, s, refuse)
-                          : launch_persistent<T, 128, false>(a, s, refuse);
+    case 32: return trace ? launch_persistent<T, 32, true, false>(a, s, refuse)
+                          : launch_persistent<T, 32, false, false>(a, s, refuse);
+    case 64: return trace ? launch_persistent<T, 64, true, false>(a, s, refuse)
+                          : launch_persistent<T, 64, false, false>(a, s, refuse);
+    default: return trace ? launch_persistent<T, 128, true, false>(a, s, refuse)
+                          : launch_persistent<T, 128, false, false>(a, s, refuse);
   }
 }
 
@@ -171,6 +189,8 @@ bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, 
 }
 
 int persistent_max_splits() { return kPersistMaxSplits; }
+
+bool persistent_decode_fp8_supported() { return true; }
 
 template <typename T>
 void decode_persistent(const PersistentDecode<T>& a, cudaStream_t s) {

@@ -86,6 +86,10 @@ bool kernels_supported(int device) {
 template void fill_dummy<half>(half*, size_t, uint64_t, uint64_t, float, float, uint64_t, cudaStream_t);
 template void fill_dummy<__nv_bfloat16>(__nv_bfloat16*, size_t, uint64_t, uint64_t, float, float,
                                         uint64_t, cudaStream_t);
+// fp32: FP8 weights are quantized from fp32 values (weights.cu).
+template void fill_dummy<float>(float*, size_t, uint64_t, uint64_t, float, float, uint64_t,
+                                cudaStream_t);
+template void convert<float>(const void*, int, size_t, float*, cudaStream_t);
 template void convert<half>(const void*, int, size_t, half*, cudaStream_t);
 template void convert<__nv_bfloat16>(const void*, int, size_t, __nv_bfloat16*, cudaStream_t);
 

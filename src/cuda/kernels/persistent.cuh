@@ -40,6 +40,7 @@
 
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/ring.cuh"
@@ -262,17 +263,26 @@ __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* 
 // kNorm, x * norm_w scaled by rsqrt(mean(x^2) + eps) (applied to the sums:
 // rstd is one scalar per phase). NC: chunks per thread (K <= NC * 8 * 256 / G). j: stages used so
 // far; jd: tiles reduced so far (the `done` slots and the epilogue warp).
-template <typename T, int R, int G, int NC, bool kNorm, typename Epi, typename XFn>
+// W: the stage's element type, T, or uint8_t for FP8 rows: then x (after the
+// norm, rstd included) is quantized to e4m3 in registers with the scale
+// in_scale, or max |x| / 448 (a block reduction: every group holds all of
+// x), the dot products run on the codes' values, and each row's sum is
+// scaled by x's scale and the row's w_scale (the batched path's rmsnorm_fp8 /
+// quantize_rows_fp8 then the FP8 GEMM, in one pass).
+template <typename T, typename W, int R, int G, int NC, bool kNorm, typename Epi, typename XFn>
 __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, int groups,
                                                 const T* __restrict__ norm_w, float eps, XFn xfn,
-                                                const Epi& epi, int& j, int& jd) {
+                                                const Epi& epi, int& j, int& jd,
+                                                const float* __restrict__ w_scale = nullptr,
+                                                float in_scale = 0.0f) {
+  constexpr bool kFp8 = std::is_same_v<W, uint8_t>;
   constexpr int kGroupThreads = kPersistConsumers / G;
   constexpr int kWarpsPerGroup = kGroupThreads / 32;
   static_assert(kPersistConsumers % (32 * G) == 0 && G <= 32 && R <= 2);
   const int tid = threadIdx.x, t = tid % kGroupThreads, slot = tid / kGroupThreads;
   const int warp = tid / 32, lane = tid % 32;
   const int nchunks = K / 8;
-  const uint32_t row_bytes = uint32_t(K) * sizeof(T);
+  const uint32_t row_bytes = uint32_t(K) * sizeof(W);
 
   float xr[NC][8];
   float ss = 0.0f;
@@ -307,6 +317,32 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     for (int i = 0; i < kPersistWarps; ++i) ss += red[i];
     rstd = rsqrtf(ss / float(K) + eps);
   }
+  if constexpr (kFp8) {  // x -> e4m3 code values; rstd becomes x's scale
+    __shared__ float red_max[kPersistWarps];
+    float amax = 0.0f;
+#pragma unroll
+    for (int jj = 0; jj < NC; ++jj)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        xr[jj][e] *= rstd;
+        amax = fmaxf(amax, fabsf(xr[jj][e]));
+      }
+    float s = in_scale;
+    if (s == 0.0f) {
+      amax = warp_max(amax);
+      if (lane == 0) red_max[warp] = amax;
+      consumer_sync();  // red_max complete (rewritten only after the next grid barrier)
+      amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPersistWarps; ++i) amax = fmaxf(amax, red_max[i]);
+      s = fp8_scale_for_dev(amax);
+    }
+#pragma unroll
+    for (int jj = 0; jj < NC; ++jj)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) xr[jj][e] = fp8_code_value_dev(xr[jj][e], s);
+    rstd = s;
+  }
 
   for (;; ++j) {
     const int buf = j % kPersistStages;
@@ -326,7 +362,10 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
     const unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes + slot * R * row_bytes;
     float acc[R];
-    ring_tile_dot<T, R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
+    if constexpr (kFp8)
+      ring_tile_dot_fp8<R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
+    else
+      ring_tile_dot<T, R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
     __syncwarp();  // every lane is done reading the stage
     if (lane == 0) {
 #pragma unroll
@@ -340,6 +379,9 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
       if (lane < G && g < groups) {
         float sum[R];
         ring_group_sums<R, kWarpsPerGroup>(rg.part[p], lane, rstd, sum);
+        if constexpr (kFp8)
+#pragma unroll
+          for (int r = 0; r < R; ++r) sum[r] *= __ldg(w_scale + epi.row(g, r));
         epi.store(g, sum, pre);
       }
     }

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/fp8.cuh"
 
 namespace hayate::cuda {
 
@@ -100,6 +101,34 @@ __device__ __forceinline__ void ring_tile_dot(const unsigned char* st, uint32_t 
         const uint4 w = *reinterpret_cast<const uint4*>(st + r * row_bytes + size_t(c) * 16);
         float f[8];
         unpack8<T>(w, f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+// The same over a stage of FP8 rows (e4m3 codes, W = uint8_t): chunk c is 8
+// codes at byte c * 8 (an 8-byte shared load: a warp reads 256 contiguous
+// bytes, conflict free), dequantized to their code values; the rows' scales
+// are applied to the sums by the caller.
+template <int R, int NC>
+__device__ __forceinline__ void ring_tile_dot_fp8(const unsigned char* st, uint32_t row_bytes,
+                                                  int t, int step, int nchunks,
+                                                  const float (&xr)[NC][8], float (&acc)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+#pragma unroll
+  for (int jj = 0; jj < NC; ++jj) {
+    const int c = t + jj * step;
+    if (c < nchunks) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const uint2 w = *reinterpret_cast<const uint2*>(st + r * row_bytes + size_t(c) * 8);
+        float f[8];
+        unpack8_fp8(w, f);
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
       }
