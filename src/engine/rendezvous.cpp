@@ -166,8 +166,10 @@ std::string join(const RendezvousConfig& c, Clock::time_point deadline) {
       continue;
     }
     send_line(s.fd, cat(kHello, " ", c.node_rank, " ", c.build));
+    // Node 0 answers by its own deadline at the latest (a verdict or its
+    // timeout): wait a little past ours to hear why.
     std::string line;
-    HAYATE_CHECK(recv_line(s.fd, deadline, line), "rendezvous at ", where(c), ": node 0 did not ",
+    HAYATE_CHECK(recv_line(s.fd, deadline + std::chrono::seconds(2), line), "rendezvous at ", where(c), ": node 0 did not ",
                  "answer node ", c.node_rank, " within ", c.timeout_s, " s");
     if (line.rfind("ok ", 0) == 0) return unhex(line.substr(3));
     HAYATE_CHECK(line.rfind("error ", 0) != 0, line.substr(6));
