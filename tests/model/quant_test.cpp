@@ -127,6 +127,18 @@ Fp8Checkpoint fp8_checkpoint(bool channel, bool static_inputs) {
 
 Model load(const std::string& dir) { return load_model(dir, 0, "/nonexistent-assets"); }
 
+// FP8 asked for on a GPU without FP8 tensor cores: the backend's start-up
+// check, with the capability faked.
+TEST(QuantConfig, Fp8NeedsSm89) {
+  EXPECT_ERROR(check_fp8_capability(8, 0, "--kv-cache-dtype fp8"),
+               "FP8 (--kv-cache-dtype fp8) needs a GPU with FP8 tensor cores (sm_89 or newer); "
+               "this one is sm_80");
+  EXPECT_ERROR(check_fp8_capability(8, 6, "fp8 (--quantization fp8)"), "this one is sm_86");
+  EXPECT_NO_THROW(check_fp8_capability(8, 9, "fp8"));
+  EXPECT_NO_THROW(check_fp8_capability(9, 0, "fp8"));
+  EXPECT_NO_THROW(check_fp8_capability(10, 0, "fp8"));
+}
+
 TEST(Fp8Loader, LoadsCodesAndScalesPerRow) {
   for (bool channel : {true, false}) {
     TempDir dir("fp8");
