@@ -204,6 +204,47 @@ TEST(Fp8Loader, BadScalesAreLoadErrorsNamingTheTensor) {
   fails(replaced(c.tensors, w), "is F8_E5M2: hayate reads FP8 weights as F8_E4M3 only");
 }
 
+// The KV cache's per-layer scales (self_attn.k_scale / v_scale): loaded where
+// present, every layer or none, each a finite positive scalar, the error
+// naming the tensor.
+TEST(Fp8Loader, KvScalesAreLoadedAndValidated) {
+  const Fp8Checkpoint c = fp8_checkpoint(true, false);
+  const int layers = c.cfg["num_hidden_layers"].get<int>();
+  const auto with_scales = [&](int n_layers, float v1) {
+    std::vector<StTensor> ts = c.tensors;
+    for (int l = 0; l < n_layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+      ts.push_back(test::make_tensor(p + "k_scale", DType::F32, {1}, {0.02f * float(l + 1)}));
+      ts.push_back(test::make_tensor(p + "v_scale", DType::F32, {1}, {l == 1 ? v1 : 0.03f}));
+    }
+    return ts;
+  };
+  {
+    TempDir dir("fp8kv");
+    test::write_checkpoint(dir.path(), c.cfg, with_scales(layers, 0.05f));
+    const Model m = load(dir.path());
+    ASSERT_EQ(int(m.k_scales.size()), layers);
+    ASSERT_EQ(int(m.v_scales.size()), layers);
+    EXPECT_FLOAT_EQ(m.k_scales[1], 0.04f);
+    EXPECT_FLOAT_EQ(m.v_scales[1], 0.05f);
+    EXPECT_FLOAT_EQ(m.v_scales[0], 0.03f);
+  }
+  const auto fails = [&](const std::vector<StTensor>& ts, const std::string& msg) {
+    TempDir dir("fp8kvbad");
+    test::write_checkpoint(dir.path(), c.cfg, ts);
+    EXPECT_ERROR(load(dir.path()), msg);
+  };
+  fails(with_scales(layers, NAN),
+        "scale tensor 'model.layers.1.self_attn.v_scale' holds nan at 0");
+  fails(with_scales(layers, 0.0f), "scales must be finite and positive");
+  fails(with_scales(1, 0.05f), "self_attn.k_scale / v_scale are present for 1 of 2 layers");
+  std::vector<StTensor> wide = with_scales(layers, 0.05f);
+  for (StTensor& t : wide)
+    if (t.name == "model.layers.0.self_attn.k_scale")
+      t = test::make_tensor(t.name, DType::F32, {2}, {0.1f, 0.2f});
+  fails(wide, "tensor 'model.layers.0.self_attn.k_scale' has shape [2]");
+}
+
 TEST(Fp8Loader, IgnoreListAndLmHead) {
   Fp8Checkpoint c = fp8_checkpoint(true, false);
   // Ignoring only k_proj splits the fused q/k/v: an error naming it.
