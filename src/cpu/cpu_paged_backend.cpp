@@ -288,19 +288,19 @@ class CpuPagedBackend final : public BatchBackend {
     // vocabulary columns [m, sh.vocab], gathered into [m, V].
     const int m = int(rows_.token_row.size());
     if (m == 0) return;
-    std::vector<float> last(size_t(m) * H), mine(size_t(m) * size_t(sh.vocab));
+    std::vector<float> last(size_t(m) * H);
     for (int j = 0; j < m; ++j)
       std::copy_n(x.data() + size_t(rows_.token_row[size_t(j)]) * H, H, last.data() + size_t(j) * H);
     cpu::rmsnorm(last.data(), w.final_norm.data(), last.data(), m, H, c_.rms_norm_eps);
     lap(op::kFinalNorm);
-    cpu::matmul(w.lm(c_).data(), last.data(), mine.data(), m, sh.vocab, H);
     if (ranks_.size() == 1) {
-      last_logits_.swap(mine);
+      cpu::matmul(w.lm(c_).data(), last.data(), last_logits_.data(), m, sh.vocab, H);
     } else {
-      std::vector<float> scratch;
+      std::vector<float> mine(size_t(m) * size_t(sh.vocab)), scratch;
+      cpu::matmul(w.lm(c_).data(), last.data(), mine.data(), m, sh.vocab, H);
       if (r != 0) scratch.resize(last_logits_.size());
-      comm.all_gather_columns(mine, m, R.vocab_widths, r == 0 ? std::span<float>(last_logits_)
-                                                              : std::span<float>(scratch));
+      comm.all_gather_columns(mine, m, R.vocab_widths,
+                              r == 0 ? std::span<float>(last_logits_) : std::span<float>(scratch));
     }
     lap(op::kLmHead);
   }
