@@ -123,7 +123,8 @@ void embed(const T* table, const int32_t* tokens, int n, int dim, float* h, cuda
 // ---- rope.cu -----------------------------------------------------------------
 // qkv [n_tokens, q_dim + 2 kv_dim] in In (fp32, or T where the QKV GEMM
 // writes T) -> q [n_tokens, q_dim] roped (fp32); roped k and v into the paged
-// pools at each token's (block, row) (paged_attention.cuh).
+// pools at each token's (block, row) (paged_attention.cuh): T values, or
+// (T = KvFp8) e4m3 codes of k / sh.k_scale and v / sh.v_scale.
 struct PagedShape;
 struct PagedMeta;
 template <typename In, typename T>

@@ -1,9 +1,10 @@
 // RoPE + the KV append of the batched backend: the QKV GEMM's rows (fp32, or
 // T where the GEMM writes T) are rotated and split into q (fp32, for
 // attention) and the K and V rows of each token's (block, row) in the paged
-// pools.
+// pools (T, or e4m3 codes under the layer's k_scale / v_scale).
 #include "core/check.h"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/fp8.cuh"
 #include "cuda/kernels/paged_common.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "cuda/launch.h"
@@ -65,8 +66,9 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
       const bool is_k = head < sh.n_heads + sh.n_kv_heads;
       T* dst = (is_k ? k_cache : v_cache) + slot +
                (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
-      store_run<V>(dst + i, a);
-      store_run<V>(dst + i + half_dim, b);
+      const float kv_scale = is_k ? sh.k_scale : sh.v_scale;
+      kv_store_run<V>(dst + i, a, kv_scale);
+      kv_store_run<V>(dst + i + half_dim, b, kv_scale);
     }
   }
 }
@@ -100,5 +102,13 @@ void paged_rope_kv(const In* qkv, PagedShape sh, int n, const float* inv_freq, P
 HAYATE_ROPE_INSTANTIATE(half)
 HAYATE_ROPE_INSTANTIATE(__nv_bfloat16)
 #undef HAYATE_ROPE_INSTANTIATE
+// e4m3 pools (--kv-cache-dtype fp8), from either QKV output.
+template void paged_rope_kv<float, KvFp8>(const float*, PagedShape, int, const float*, PagedMeta,
+                                          float*, KvFp8*, KvFp8*, cudaStream_t);
+template void paged_rope_kv<half, KvFp8>(const half*, PagedShape, int, const float*, PagedMeta,
+                                         float*, KvFp8*, KvFp8*, cudaStream_t);
+template void paged_rope_kv<__nv_bfloat16, KvFp8>(const __nv_bfloat16*, PagedShape, int,
+                                                  const float*, PagedMeta, float*, KvFp8*, KvFp8*,
+                                                  cudaStream_t);
 
 }  // namespace hayate::cuda
