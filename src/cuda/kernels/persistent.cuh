@@ -188,11 +188,14 @@ struct PersistCache {
   }
 };
 
-// The QKV epilogue: RoPE and the KV append. Row group g holds rows i and i +
-// d/2 of one head (the pair RoPE rotates together): heads [0, n_heads) are q,
-// then n_kv_heads of k, then of v. The step's cos/sin of pos * inv_freq[i]
-// come from a table each block fills at entry (cs [2][half_dim] in shared
-// memory), not from a precise sincosf per row pair in the epilogue warp.
+// The QKV epilogue: the bias (Qwen2), RoPE and the KV append. Row group g
+// holds rows i and i + d/2 of one head (the pair RoPE rotates together):
+// heads [0, n_heads) are q, then n_kv_heads of k, then of v. The step's
+// cos/sin of pos * inv_freq[i] come from a table each block fills at entry
+// (cs [2][half_dim] in shared memory), not from a precise sincosf per row
+// pair in the epilogue warp. With per-head q/k norms (k_raw set) q and k
+// leave un-normalised and unturned: q to q, k to k_raw (persist_attend
+// finishes both).
 template <typename T>
 struct QkvRopeTableEpi {
   float* q;  // [n_heads * d]
@@ -200,15 +203,28 @@ struct QkvRopeTableEpi {
   const int32_t* pos;
   const float* cs;  // [2][half_dim]: cos, sin
   int half_dim, n_heads, n_kv_heads;
-  using Pre = NoPre;
+  const T* bias;  // [(n_heads + 2 n_kv_heads) d] or null
+  float* k_raw;   // [n_kv_heads d]: qk_norm's k, or null
+  struct Pre {
+    float b[2];
+  };
   __device__ int row(int g, int r) const {
     const int head = g / half_dim, i = g % half_dim;
     return head * 2 * half_dim + i + r * half_dim;
   }
-  __device__ Pre prepare(int) const { return {}; }
-  __device__ void store(int g, const float (&acc)[2], Pre) const {
+  __device__ Pre prepare(int g) const {
+    if (!bias) return {{0.0f, 0.0f}};
+    return {{to_f32(__ldg(bias + row(g, 0))), to_f32(__ldg(bias + row(g, 1)))}};
+  }
+  __device__ void store(int g, const float (&acc)[2], const Pre& pre) const {
     const int head = g / half_dim, i = g % half_dim, d = 2 * half_dim;
-    float a = acc[0], b = acc[1];
+    float a = acc[0] + pre.b[0], b = acc[1] + pre.b[1];
+    if (k_raw && head < n_heads + n_kv_heads) {
+      float* dst = head < n_heads ? q + head * d : k_raw + (head - n_heads) * d;
+      dst[i] = a;
+      dst[i + half_dim] = b;
+      return;
+    }
     if (head < n_heads + n_kv_heads) rope_turn(a, b, cs[i], cs[half_dim + i]);
     if (head < n_heads) {
       q[head * d + i] = a;
@@ -465,13 +481,49 @@ __device__ __forceinline__ bool persist_attend_prefetch(const PersistCache<T>& c
   return true;
 }
 
-// pre: persist_attend_prefetch's tile, when it returned true (prefetched).
+// Qwen3's per-head norms (kQkNorm), after QKV wrote q and k raw: qk.k_raw's
+// head kvh RMS-normalised, scaled by k_norm, turned by cs (the step's cos,
+// sin [2][HD / 2]) and appended at row keys - 1, by the one item whose keys
+// hold that row, before any of its loads; each item's q heads likewise in
+// shared memory.
+template <typename T>
+struct PersistQkNorm {
+  const T *q_norm, *k_norm;  // [HD]
+  const float* k_raw;        // [n_kv_heads HD]
+  const float* cs;
+  float eps;
+};
+
+// x [HD] (shared) -> rmsnorm(x) * w, turned by cs, times `scale`, in place;
+// warp `w0` sums the squares into *r (shared). Every consumer thread calls it.
 template <typename T, int HD>
+__device__ __forceinline__ void persist_norm_turn(float* x, const T* w, const float* cs, float eps,
+                                                  float scale, float* r, int w0) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  if (warp == w0) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = lane; e < HD; e += 32) ss += x[e] * x[e];
+    ss = warp_sum(ss);
+    if (lane == 0) *r = rsqrtf(ss / float(HD) + eps);
+  }
+  consumer_sync();  // *r
+  if (tid < HD / 2) {
+    float a = x[tid] * *r * to_f32(w[tid]), b = x[tid + HD / 2] * *r * to_f32(w[tid + HD / 2]);
+    rope_turn(a, b, cs[tid], cs[HD / 2 + tid]);
+    x[tid] = a * scale;
+    x[tid + HD / 2] = b * scale;
+  }
+}
+
+// pre: persist_attend_prefetch's tile, when it returned true (prefetched).
+template <typename T, int HD, bool kQkNorm>
 __device__ __forceinline__ void persist_attend(const float* q, const PersistCache<T>& cache,
                                                int n_heads, int n_kv_heads, int keys,
                                                float* part_o, float* part_ml, int* split_done,
                                                float* attn, int* attn_done,
-                                               const PersistKvTile<HD>& pre, bool prefetched) {
+                                               const PersistKvTile<HD>& pre, bool prefetched,
+                                               const PersistQkNorm<T>& qk) {
   using Tile = PersistKvTile<HD>;
   constexpr int TPK = Tile::TPK, KP = Tile::KP, kPasses = Tile::kPasses;
   constexpr int GM = kPersistMaxGroup;
@@ -481,6 +533,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
   __shared__ float alpha_s[GM], m_s[GM], l_s[GM];
   __shared__ float red[kPersistWarps][GM][HD];
   __shared__ bool last_split;
+  __shared__ float ks[kQkNorm ? HD : 1], rstd_s[GM + 1];  // kQkNorm: the step's k row, rstds
   const int G = n_heads / n_kv_heads, kv_dim = n_kv_heads * HD;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int c = tid % TPK, kj = tid / TPK;
@@ -490,6 +543,18 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
   for (int item = blockIdx.x; item < n_kv_heads * nsplit; item += gridDim.x) {
     const PersistItem it(item, keys, n_kv_heads);
     const int kvh = it.kvh, split = item / n_kv_heads, start = it.start, end = it.end;
+    if constexpr (kQkNorm) {
+      if (end == keys) {  // this item holds row keys - 1: normalise, turn and append k
+        for (int i = tid; i < HD; i += kPersistConsumers) ks[i] = __ldcg(qk.k_raw + kvh * HD + i);
+        consumer_sync();  // ks
+        persist_norm_turn<T, HD>(ks, qk.k_norm, qk.cs, qk.eps, 1.0f, &rstd_s[GM], 0);
+        consumer_sync();  // ks final
+        for (int i = tid; i < HD; i += kPersistConsumers)
+          cache.k[cache.row(keys - 1) * kv_dim + kvh * HD + i] = from_f32<T>(ks[i]);
+        __threadfence();  // the row, before this block's loads of it below (L2)
+        consumer_sync();
+      }
+    }
     // K and V rows of a tile, loaded together (they do not depend on q): the
     // first tile's loads are in flight with q's, so a short context costs one
     // memory round trip, not three (none but this step's row when prefetched).
@@ -501,12 +566,19 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
       kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
     }
     for (int i = tid; i < G * HD; i += kPersistConsumers)
-      qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * scale;
+      qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * (kQkNorm ? 1.0f : scale);
     if (tid < GM) {
       m_s[tid] = -FLT_MAX;
       l_s[tid] = 0.0f;
     }
     consumer_sync();  // qs, m_s, l_s
+    if constexpr (kQkNorm) {  // each q head normalised and turned (warp g sums head g)
+      for (int g = 0; g < G; ++g) {
+        persist_norm_turn<T, HD>(qs[g], qk.q_norm, qk.cs, qk.eps, scale, &rstd_s[g],
+                                 g % kPersistWarps);
+      }
+      consumer_sync();  // qs final
+    }
     float acc[GM][8] = {};
     for (int t0 = start; t0 < end; t0 += kPersistTile) {
       const int nt = min(kPersistTile, end - t0);
