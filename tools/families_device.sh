@@ -58,10 +58,10 @@ run() {
 }
 
 for m in $MODELS; do has same && run same "$m" --prompts same --runs "$RUNS" --warmup 1 --explain; done
-for m in $MODELS; do has varied && run varied "$m" --prompts varied; done
 if has presets; then
   for p in $PRESETS; do
     for m in $MODELS; do run "$p" "$m" --mode throughput --preset "$p"; done
   done
 fi
+for m in $MODELS; do has varied && run varied "$m" --prompts varied; done
 cat "$summary"

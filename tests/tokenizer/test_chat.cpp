@@ -40,7 +40,8 @@ TEST(Chat, RendersAndTokenizesLikeTokenizersJs) {
 // continue_final_message, each with its family's tokenizer.
 TEST(Chat, FamiliesRenderLikeHf) {
   const std::string file = data_dir() + "/chats_families.json";
-  auto cases = nlohmann::json::parse(slurp(file));
+  // ordered_json: tools and tool calls keep their key order (tojson writes it).
+  auto cases = nlohmann::ordered_json::parse(slurp(file));
   ASSERT_GE(cases.size(), 15u);
   auto expected = json_lines(run_command("node " + oracle_dir() + "/chat_oracle.mjs " + file));
   ASSERT_EQ(expected.size(), cases.size());
@@ -56,10 +57,8 @@ TEST(Chat, FamiliesRenderLikeHf) {
     Tokenizer& tok = toks.at(tname);
     const std::string name = c["template"].get<std::string>();
     tok.set_chat_template(name == "default" ? shipped[tname] : slurp(data_dir() + "/" + name));
-    // ordered_json: tools keep their key order through dump() (tojson writes it).
-    const auto oc = nlohmann::ordered_json::parse(c.dump());
-    const std::string vars = oc.contains("vars") ? oc["vars"].dump() : "";
-    std::string text = tok.apply_chat_template_json(oc["messages"].dump(),
+    const std::string vars = c.contains("vars") ? c["vars"].dump() : "";
+    std::string text = tok.apply_chat_template_json(c["messages"].dump(),
                                                     c["add_generation_prompt"].get<bool>(), vars);
     if (c.value("continue_final_message", false))
       text = cut_after_final_message(text, c["messages"].back()["content"].get<std::string>());
