@@ -99,6 +99,7 @@ void run_throughput_mode(const BenchArgs& a) {
   bo.gpu_memory_fraction = a.gpu_memory_fraction;
   bo.dtype = resolve_dtype(a.model, model.config);
   bo.kv_cache_dtype = resolve_kv_cache_dtype(a.model);
+  bo.tensor_parallel_size = a.model.tensor_parallel_size;
   std::unique_ptr<BatchBackend> backend = make_batch_backend(backend_name, model, bo);
   bench::ThroughputResult r = bench::run_throughput(*backend, tok.get(), t, &std::cerr);
   r.engine_version = bench::hayate_version();

@@ -235,6 +235,7 @@ void run_profile(const ProfileArgs& a) {
   bo.max_num_batched_tokens = std::max({512, a.batch, a.prompt_len});
   bo.dtype = resolve_dtype(a.model, model.config);
   bo.kv_cache_dtype = resolve_kv_cache_dtype(a.model);
+  bo.tensor_parallel_size = a.model.tensor_parallel_size;
   std::unique_ptr<BatchBackend> be = make_batch_backend(backend, model, bo);
   const double gbs = be->name() == "cuda" ? be->measure_read_bandwidth_gbs() : host_read_gbs();
   const double tflops = be->measure_tflops();

@@ -186,6 +186,7 @@ int run_serve(const ServeArgs& a) {
   bo.max_num_batched_tokens = a.max_num_batched_tokens;
   bo.dtype = dtype;
   bo.kv_cache_dtype = resolve_kv_cache_dtype(a.model);
+  bo.tensor_parallel_size = a.model.tensor_parallel_size;
   bo.gpu_memory_fraction = a.gpu_memory_fraction;
   server::LoadProgress progress(level <= server::LogLevel::kInfo);
   bo.on_load_progress = [&progress](uint64_t done, uint64_t total) {

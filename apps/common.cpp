@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "cpu/cpu_paged_backend.h"
 #include "model/hf_cache.h"
+#include "model/tensor_parallel.h"
 #if HAYATE_HAVE_CUDA
 #include "cuda/cuda_batch_backend.h"
 #endif
@@ -28,6 +29,14 @@ std::unique_ptr<BatchBackend> make_batch_backend(const std::string& name, const 
   if (name == "cuda") {
 #if HAYATE_HAVE_CUDA
     HAYATE_CHECK(cuda_device_count() > 0, "--backend cuda: no CUDA GPU is visible");
+    check_tensor_parallel(model.config, options.tensor_parallel_size);
+    HAYATE_CHECK(options.tensor_parallel_size <= cuda_device_count(), "--tensor-parallel-size ",
+                 options.tensor_parallel_size, " exceeds the ", cuda_device_count(),
+                 " CUDA GPUs visible");
+    HAYATE_CHECK(options.tensor_parallel_size == 1, "--tensor-parallel-size ",
+                 options.tensor_parallel_size,
+                 ": the cuda backend runs on one GPU (ranks over NCCL are not built yet; "
+                 "--backend cpu simulates them)");
     return make_cuda_batch_backend(model, options);
 #else
     fail("--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
@@ -58,6 +67,11 @@ void add_model_options(CLI::App* cmd, ModelArgs& args, bool serving) {
                   "auto (the compute dtype) or fp8 (e4m3 K/V with per-layer scales: the "
                   "checkpoint's k_scale/v_scale, else 1.0)")
       ->capture_default_str();
+  cmd->add_option("--tensor-parallel-size", args.tensor_parallel_size,
+                  "ranks the model is split across, also -tp (Megatron-style: heads, MLP "
+                  "columns and vocabulary); the cpu backend runs them as threads, the cuda "
+                  "backend runs 1")
+      ->capture_default_str();
   cmd->add_option("--tokenizer", args.tokenizer,
                   "directory with tokenizer.json (default: the checkpoint's)");
   cmd->add_option("--seed", args.seed, "seed of dummy weights and of sampling")
@@ -74,6 +88,8 @@ std::string resolve_backend(const ModelArgs& args) {
                "--backend: unknown backend '", args.backend, "' (expected auto, cpu or cuda)");
   check_dtype(args.dtype);  // every command resolves its backend before loading
   (void)resolve_kv_cache_dtype(args);
+  HAYATE_CHECK(args.tensor_parallel_size >= 1, "--tensor-parallel-size must be >= 1, got ",
+               args.tensor_parallel_size);
   HAYATE_CHECK(args.quantization.empty() || args.quantization == "fp8" ||
                    args.quantization == "none",
                "--quantization: unknown method '", args.quantization, "' (expected fp8)");
@@ -173,6 +189,7 @@ LocalEngine make_local_engine(const std::string& backend, const Model& model,
   bo.max_logit_rows = logit_rows;
   bo.dtype = resolve_dtype(args, model.config);
   bo.kv_cache_dtype = resolve_kv_cache_dtype(args);
+  bo.tensor_parallel_size = args.tensor_parallel_size;
   LocalEngine out;
   out.backend = make_batch_backend(backend, model, bo);
   EngineOptions eo;

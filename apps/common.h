@@ -33,6 +33,7 @@ struct ModelArgs {
   // checkpoints need no flag), and auto | fp8 (e4m3 K/V in the pool).
   std::string quantization;
   std::string kv_cache_dtype = "auto";
+  int tensor_parallel_size = 1;  // vLLM's --tensor-parallel-size / -tp
 };
 
 // The model options, each declared once with its aliases: vLLM's names

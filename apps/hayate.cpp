@@ -5,6 +5,7 @@
 #include <exception>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/common.h"
@@ -56,6 +57,16 @@ int unknown_options(const CLI::App& app, const CLI::ExtrasError& e) {
   return 2;
 }
 
+// vLLM's two-letter short flag -tp, which CLI11 cannot name (its short names
+// are one letter): spelled out before parsing.
+std::vector<char*> vllm_short_flags(int argc, char** argv) {
+  static char tp[] = "--tensor-parallel-size";
+  std::vector<char*> out(argv, argv + argc);
+  for (char*& a : out)
+    if (std::string_view(a) == "-tp") a = tp;
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,7 +82,8 @@ int main(int argc, char** argv) {
   hayate::add_chat_command(app);
   hayate::add_profile_command(app);
   try {
-    app.parse(argc, argv);
+    std::vector<char*> args = vllm_short_flags(argc, argv);
+    app.parse(int(args.size()), args.data());
   } catch (const CLI::ExtrasError& e) {
     return unknown_options(app, e);
   } catch (const CLI::ParseError& e) {

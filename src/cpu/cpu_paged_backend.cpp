@@ -3,17 +3,25 @@
 //   while rope, the KV write and attention run per sequence over its blocks.
 // K and V of layer l live in pools of [num_blocks, block_size, kv_dim] floats;
 // position p of a sequence is row p % block_size of block table[p / block_size].
+// With --tensor-parallel-size N the step runs on N simulated ranks, threads
+// of this process, each holding its slice of the weights and of the KV pools
+// (model/tensor_parallel.h) and summing partial outputs through an in-memory
+// all-reduce (engine/communicator.h): the plan a GPU rank would follow.
 #include "cpu/cpu_paged_backend.h"
 
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/check.h"
 #include "core/fp8.h"
 #include "cpu/cpu_weights.h"
 #include "cpu/ops.h"
+#include "engine/communicator.h"
 #include "engine/step_profile.h"
 #include "model/model.h"
 
@@ -37,12 +45,24 @@ class CpuPagedBackend final : public BatchBackend {
 
     HAYATE_CHECK(o.max_logit_rows >= 0, "max_logit_rows must be >= 0, got ", o.max_logit_rows);
     max_logit_rows_ = std::max({o.max_logit_rows, o.max_num_seqs, 1});
-    w_ = load_cpu_weights(model, o.on_load_progress);
-    weight_bytes_ = w_.floats_per_token(c_) * sizeof(float);
-    const size_t pool =
-        size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) * size_t(c_.kv_dim());
-    k_pool_.assign(pool, 0.0f);
-    v_pool_.assign(pool, 0.0f);
+    const int tp = o.tensor_parallel_size;
+    check_tensor_parallel(c_, tp);
+    CpuWeights full = load_cpu_weights(model, o.on_load_progress);
+    weight_bytes_ = full.floats_per_token(c_) * sizeof(float);
+    ranks_.resize(size_t(tp));
+    for (int r = 0; r < tp; ++r) {
+      Rank& R = ranks_[size_t(r)];
+      R.shard = tp_shard(c_, tp, r);
+      R.w = tp == 1 ? std::move(full) : shard_cpu_weights(full, c_, R.shard);
+      const size_t pool = size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) *
+                          size_t(R.shard.kv_dim(c_));
+      R.k_pool.assign(pool, 0.0f);
+      R.v_pool.assign(pool, 0.0f);
+      R.vocab_widths.resize(size_t(tp));
+    }
+    for (int r = 0; r < tp; ++r)
+      for (int s = 0; s < tp; ++s) ranks_[size_t(r)].vocab_widths[size_t(s)] = ranks_[size_t(s)].shard.vocab;
+    group_ = std::make_unique<LocalGroup>(tp);
   }
 
   std::string name() const override { return "cpu"; }
@@ -59,10 +79,12 @@ class CpuPagedBackend final : public BatchBackend {
     if (!batch.copies.empty()) {  // copy on write, before the forward reads or writes them
       std::vector<int32_t> pairs;
       for (const BlockCopy& c : batch.copies) pairs.insert(pairs.end(), {c.src, c.dst});
-      const int64_t elems = int64_t(block_size_) * c_.kv_dim();
       const int n = int(batch.copies.size());
-      cpu::copy_blocks(k_pool_.data(), c_.num_layers, num_blocks_, elems, pairs.data(), n);
-      cpu::copy_blocks(v_pool_.data(), c_.num_layers, num_blocks_, elems, pairs.data(), n);
+      for (Rank& R : ranks_) {
+        const int64_t elems = int64_t(block_size_) * R.shard.kv_dim(c_);
+        cpu::copy_blocks(R.k_pool.data(), c_.num_layers, num_blocks_, elems, pairs.data(), n);
+        cpu::copy_blocks(R.v_pool.data(), c_.num_layers, num_blocks_, elems, pairs.data(), n);
+      }
     }
     run(batch, sampled);
     prev_sampled_ = sampled;
@@ -81,14 +103,12 @@ class CpuPagedBackend final : public BatchBackend {
   }
 
   void run(const Batch& batch, std::span<int32_t> sampled) {
-    const int N = batch.num_tokens;
-    const int H = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
-    const int q_dim = c_.q_dim(), kv_dim = c_.kv_dim(), qkv_dim = c_.qkv_dim();
-
-    // offsets[i]: row of seqs[i]'s first token in the flattened [N, *] activations.
+    const int V = c_.vocab_size;
+    // The step's token ids, flattened ([N]); offsets[i]: row of seqs[i]'s
+    // first token in the [N, *] activations.
     std::vector<int> offsets(batch.seqs.size());
     std::vector<int32_t> ids;
-    ids.reserve(size_t(N));
+    ids.reserve(size_t(batch.num_tokens));
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
       const BatchSeq& s = batch.seqs[i];
       offsets[i] = int(ids.size());
@@ -101,25 +121,84 @@ class CpuPagedBackend final : public BatchBackend {
       }
       ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
     }
+    for (size_t t = 0; t < ids.size(); ++t)
+      HAYATE_CHECK(ids[t] >= 0 && ids[t] < V, "token id ", ids[t], " at index ", t,
+                   " is outside the vocabulary [0, ", V, ")");
+    rows_ = logit_rows(batch);
+    all_logits_.clear();
+    for (const BatchSeq& q : batch.seqs) all_logits_.push_back(q.all_logits);
+    last_logits_.assign(rows_.token_row.size() * size_t(V), 0.0f);
+
+    if (ranks_.size() == 1) {
+      forward(0, batch, ids, offsets);
+    } else {  // a thread per rank; a failing rank aborts the group's collectives
+      std::mutex mu;
+      std::exception_ptr first;
+      const auto rank_main = [&](int r) {
+        try {
+          forward(r, batch, ids, offsets);
+        } catch (...) {
+          std::lock_guard lock(mu);
+          if (!first) first = std::current_exception();
+          group_->abort();
+        }
+      };
+      std::vector<std::thread> threads;
+      for (int r = 1; r < int(ranks_.size()); ++r) threads.emplace_back(rank_main, r);
+      rank_main(0);
+      for (std::thread& t : threads) t.join();
+      if (first) {
+        group_->reset();
+        std::rethrow_exception(first);
+      }
+    }
+
+    for (size_t i = 0, j = 0; i < batch.seqs.size(); ++i) {
+      const BatchSeq& s = batch.seqs[i];
+      if (!s.sample) continue;
+      const size_t row = size_t(rows_.sampled[j++]);
+      sampled[i] = sample_token(std::span<const float>(last_logits_).subspan(row * V, size_t(V)),
+                                *s.sampling, s.sample_step);
+    }
+    clock_.lap(op::kSample);
+  }
+
+  // Rank r's forward of the step: every rank runs the same ops on its slice,
+  // with the same collectives in the same order. Rank 0 gathers the logits
+  // into last_logits_ and keeps the op clock.
+  void forward(int r, const Batch& batch, std::span<const int32_t> ids,
+               std::span<const int> offsets) {
+    Rank& R = ranks_[size_t(r)];
+    const CpuWeights& w = R.w;
+    const TpShard& sh = R.shard;
+    Communicator& comm = group_->rank(r);
+    const auto lap = [&](const char* op) {
+      if (r == 0) clock_.lap(op);
+    };
+    const int N = batch.num_tokens;
+    const int H = c_.hidden_size, I = sh.inter, hd = c_.head_dim;
+    const int heads = sh.heads, kv_heads = sh.kv_heads;
+    const int q_dim = sh.q_dim(c_), kv_dim = sh.kv_dim(c_), qkv_dim = sh.qkv_dim(c_);
 
     std::vector<float> x(size_t(N) * H), h(size_t(N) * H), tmp(size_t(N) * H);
     std::vector<float> qkv(size_t(N) * qkv_dim), q(size_t(N) * q_dim), att(size_t(N) * q_dim);
     std::vector<float> gu(size_t(N) * 2 * I), act(size_t(N) * I);
     std::vector<float> k_new, kc, vc;  // per sequence: roped new keys; gathered K/V [len, kv_dim]
 
-    cpu::embedding(ids, w_.embed.data(), V, H, x.data());  // x: [N, H]
-    clock_.lap(op::kEmbed);
+    cpu::embedding_slice(ids, w.embed.data(), sh.vocab0, sh.vocab, H, x.data());  // x: [N, H]
+    comm.all_reduce_sum(x);
+    lap(op::kEmbed);
     for (int l = 0; l < c_.num_layers; ++l) {
-      const CpuLayer& L = w_.layers[size_t(l)];
+      const CpuLayer& L = w.layers[size_t(l)];
       cpu::rmsnorm(x.data(), L.attn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
       if (L.q_qkv.fp8) cpu::quantize_fp8(h.data(), N, H, L.q_qkv.input_scale);
-      clock_.lap(op::kAttnNorm);
+      lap(op::kAttnNorm);
       cpu::matmul(L.wqkv.data(), h.data(), qkv.data(), N, qkv_dim, H);  // [N, q|k|v]
       if (c_.qkv_bias) cpu::add_bias(qkv.data(), L.bqkv.data(), N, qkv_dim);
       if (c_.qk_norm)  // per head, before RoPE
-        cpu::qk_norm(qkv.data(), L.q_norm.data(), L.k_norm.data(), N, c_.num_heads,
-                     c_.num_kv_heads, c_.head_dim, c_.rms_norm_eps);
-      clock_.lap(op::kQkv);
+        cpu::qk_norm(qkv.data(), L.q_norm.data(), L.k_norm.data(), N, heads, kv_heads, hd,
+                     c_.rms_norm_eps);
+      lap(op::kQkv);
       for (size_t i = 0; i < batch.seqs.size(); ++i) {
         const BatchSeq& s = batch.seqs[i];
         const int n = int(s.tokens.size()), pos = s.start_pos, len = pos + n;
@@ -131,75 +210,76 @@ class CpuPagedBackend final : public BatchBackend {
           std::copy(row, row + q_dim, q.data() + (r0 + size_t(t)) * q_dim);
           std::copy(row + q_dim, row + q_dim + kv_dim, k_new.data() + size_t(t) * kv_dim);
         }
-        cpu::rope(q.data() + r0 * q_dim, n, c_.num_heads, c_.head_dim, pos, w_.inv_freq.data());
-        cpu::rope(k_new.data(), n, c_.num_kv_heads, c_.head_dim, pos, w_.inv_freq.data());
+        cpu::rope(q.data() + r0 * q_dim, n, heads, hd, pos, w.inv_freq.data());
+        cpu::rope(k_new.data(), n, kv_heads, hd, pos, w.inv_freq.data());
         for (int t = 0; t < n; ++t) {
           const float* v_row = qkv.data() + (r0 + size_t(t)) * qkv_dim + q_dim + kv_dim;
-          float* k_slot = slot(k_pool_, l, s, pos + t);
-          float* v_slot = slot(v_pool_, l, s, pos + t);
+          float* k_slot = slot(R, R.k_pool, l, s, pos + t);
+          float* v_slot = slot(R, R.v_pool, l, s, pos + t);
           std::copy_n(k_new.data() + size_t(t) * kv_dim, kv_dim, k_slot);
           std::copy_n(v_row, kv_dim, v_slot);
           if (kv_fp8_) {  // the pool holds e4m3 values: what attention reads back
-            fp8_fake_quantize_row(k_slot, size_t(kv_dim), w_.k_scales[size_t(l)]);
-            fp8_fake_quantize_row(v_slot, size_t(kv_dim), w_.v_scales[size_t(l)]);
+            fp8_fake_quantize_row(k_slot, size_t(kv_dim), w.k_scales[size_t(l)]);
+            fp8_fake_quantize_row(v_slot, size_t(kv_dim), w.v_scales[size_t(l)]);
           }
         }
-        clock_.lap(op::kRopeKv);
+        lap(op::kRopeKv);
         // Gather positions [0, len) into contiguous K/V so that the reference
         // attention op (and its summation order) is reused unchanged.
         kc.resize(size_t(len) * kv_dim);
         vc.resize(size_t(len) * kv_dim);
         for (int p = 0; p < len; p += block_size_) {
           const int rows = std::min(block_size_, len - p);
-          std::copy_n(slot(k_pool_, l, s, p), size_t(rows) * kv_dim,
+          std::copy_n(slot(R, R.k_pool, l, s, p), size_t(rows) * kv_dim,
                       kc.data() + size_t(p) * kv_dim);
-          std::copy_n(slot(v_pool_, l, s, p), size_t(rows) * kv_dim,
+          std::copy_n(slot(R, R.v_pool, l, s, p), size_t(rows) * kv_dim,
                       vc.data() + size_t(p) * kv_dim);
         }
         cpu::attention(q.data() + r0 * q_dim, kc.data(), vc.data(), att.data() + r0 * q_dim, n, pos,
-                       c_.num_heads, c_.num_kv_heads, c_.head_dim);
-        clock_.lap(op::kAttention);
+                       heads, kv_heads, hd);
+        lap(op::kAttention);
       }
+      // Row-split projections: each rank's product is a partial sum of the
+      // output, completed by the all-reduce (per-token FP8 scales are the
+      // rank's own, over its slice, as each GPU rank quantizes its input).
       if (L.q_o.fp8) cpu::quantize_fp8(att.data(), N, q_dim, L.q_o.input_scale);
       cpu::matmul(L.wo.data(), att.data(), tmp.data(), N, H, q_dim);
+      comm.all_reduce_sum(tmp);
       cpu::add(x.data(), tmp.data(), int64_t(N) * H);
-      clock_.lap(op::kOProj);
+      lap(op::kOProj);
       cpu::rmsnorm(x.data(), L.ffn_norm.data(), h.data(), N, H, c_.rms_norm_eps);
       if (L.q_gate_up.fp8) cpu::quantize_fp8(h.data(), N, H, L.q_gate_up.input_scale);
-      clock_.lap(op::kFfnNorm);
+      lap(op::kFfnNorm);
       cpu::matmul(L.w_gate_up.data(), h.data(), gu.data(), N, 2 * I, H);
-      clock_.lap(op::kGateUp);
+      lap(op::kGateUp);
       cpu::silu_mul(gu.data(), act.data(), N, I);
       if (L.q_down.fp8) cpu::quantize_fp8(act.data(), N, I, L.q_down.input_scale);
-      clock_.lap(op::kSiluMul);
+      lap(op::kSiluMul);
       cpu::matmul(L.w_down.data(), act.data(), tmp.data(), N, H, I);
+      comm.all_reduce_sum(tmp);
       cpu::add(x.data(), tmp.data(), int64_t(N) * H);
-      clock_.lap(op::kDown);
+      lap(op::kDown);
     }
 
-    // LM head on the logits rows only (logit_rows): [m, H] -> [m, V].
-    rows_ = logit_rows(batch);
-    all_logits_.clear();
-    for (const BatchSeq& q : batch.seqs) all_logits_.push_back(q.all_logits);
+    // LM head on the logits rows only (logit_rows): [m, H] -> this rank's
+    // vocabulary columns [m, sh.vocab], gathered into [m, V].
     const int m = int(rows_.token_row.size());
-    std::vector<float> last(size_t(m) * H);
-    std::vector<float>& logits = last_logits_;
-    logits.assign(size_t(m) * V, 0.0f);
     if (m == 0) return;
+    std::vector<float> last(size_t(m) * H), mine(size_t(m) * size_t(sh.vocab));
     for (int j = 0; j < m; ++j)
       std::copy_n(x.data() + size_t(rows_.token_row[size_t(j)]) * H, H, last.data() + size_t(j) * H);
-    cpu::rmsnorm(last.data(), w_.final_norm.data(), last.data(), m, H, c_.rms_norm_eps);
-    clock_.lap(op::kFinalNorm);
-    cpu::matmul(w_.lm(c_).data(), last.data(), logits.data(), m, V, H);
-    clock_.lap(op::kLmHead);
-    for (size_t i = 0, j = 0; i < batch.seqs.size(); ++i) {
-      const BatchSeq& s = batch.seqs[i];
-      if (!s.sample) continue;
-      const size_t row = size_t(rows_.sampled[j++]);
-      sampled[i] = sample_token(std::span<const float>(logits).subspan(row * V, size_t(V)),
-                                *s.sampling, s.sample_step);
+    cpu::rmsnorm(last.data(), w.final_norm.data(), last.data(), m, H, c_.rms_norm_eps);
+    lap(op::kFinalNorm);
+    cpu::matmul(w.lm(c_).data(), last.data(), mine.data(), m, sh.vocab, H);
+    if (ranks_.size() == 1) {
+      last_logits_.swap(mine);
+    } else {
+      std::vector<float> scratch;
+      if (r != 0) scratch.resize(last_logits_.size());
+      comm.all_gather_columns(mine, m, R.vocab_widths, r == 0 ? std::span<float>(last_logits_)
+                                                              : std::span<float>(scratch));
     }
-    clock_.lap(op::kSample);
+    lap(op::kLmHead);
   }
 
   void last_logits_row(int j, std::span<float> out) override {
@@ -267,11 +347,20 @@ class CpuPagedBackend final : public BatchBackend {
   LogitRows rows_;                  // the last step's logits rows
   std::vector<bool> all_logits_;    // per seq of the last step
 
-  // Start of the K or V row of position `p` of sequence `s` in layer `l`.
-  float* slot(std::vector<float>& pool, int l, const BatchSeq& s, int p) {
+  // One rank's share: its slice of the weights and its KV pools.
+  struct Rank {
+    TpShard shard;
+    CpuWeights w;
+    std::vector<float> k_pool;  // [layers, num_blocks, block_size, shard kv_dim], roped keys
+    std::vector<float> v_pool;  // [layers, num_blocks, block_size, shard kv_dim]
+    std::vector<int> vocab_widths;  // [ranks] every rank's vocabulary rows, for the gather
+  };
+
+  // Start of rank R's K or V row of position `p` of sequence `s` in layer `l`.
+  float* slot(const Rank& R, std::vector<float>& pool, int l, const BatchSeq& s, int p) const {
     const int32_t block = s.block_table[size_t(p / block_size_)];
     const size_t row = (size_t(l) * num_blocks_ + size_t(block)) * block_size_ + p % block_size_;
-    return pool.data() + row * size_t(c_.kv_dim());
+    return pool.data() + row * size_t(R.shard.kv_dim(c_));
   }
 
   ModelConfig c_;
@@ -281,9 +370,8 @@ class CpuPagedBackend final : public BatchBackend {
   int max_logit_rows_ = 0;
   bool kv_fp8_ = false;  // K/V rows quantized to e4m3 as they enter the pool
   double weight_bytes_ = 0.0;  // fp32, as this backend reads them
-  CpuWeights w_;
-  std::vector<float> k_pool_;  // [layers, num_blocks, block_size, kv_dim], roped keys
-  std::vector<float> v_pool_;  // [layers, num_blocks, block_size, kv_dim]
+  std::vector<Rank> ranks_;            // [tensor_parallel_size]
+  std::unique_ptr<LocalGroup> group_;  // the ranks' in-memory collectives
 };
 
 }  // namespace

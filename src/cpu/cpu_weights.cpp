@@ -99,4 +99,60 @@ CpuWeights load_cpu_weights(const Model& model,
   return w;
 }
 
+namespace {
+
+// Rows [r0, r0 + n) of a row-major [*, cols] matrix, appended to out.
+void take_rows(const std::vector<float>& m, int64_t cols, int64_t r0, int64_t n,
+               std::vector<float>& out) {
+  out.insert(out.end(), m.begin() + r0 * cols, m.begin() + (r0 + n) * cols);
+}
+
+// Columns [c0, c0 + n) of every row of a row-major [rows, cols] matrix.
+std::vector<float> take_cols(const std::vector<float>& m, int64_t cols, int64_t c0, int64_t n) {
+  const int64_t rows = int64_t(m.size()) / cols;
+  std::vector<float> out(size_t(rows * n));
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(m.begin() + r * cols + c0, n, out.begin() + r * n);
+  return out;
+}
+
+}  // namespace
+
+CpuWeights shard_cpu_weights(const CpuWeights& full, const ModelConfig& c, const TpShard& s) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  CpuWeights w;
+  take_rows(full.embed, H, s.vocab0, s.vocab, w.embed);
+  if (!c.tie_word_embeddings) take_rows(full.lm_head, H, s.vocab0, s.vocab, w.lm_head);
+  w.final_norm = full.final_norm;
+  w.inv_freq = full.inv_freq;
+  w.k_scales = full.k_scales;
+  w.v_scales = full.v_scales;
+  w.layers.resize(full.layers.size());
+  for (size_t l = 0; l < full.layers.size(); ++l) {
+    const CpuLayer& F = full.layers[l];
+    CpuLayer& L = w.layers[l];
+    // [q | k | v] rows of the fused projection: this rank's heads of each part.
+    const auto qkv_rows = [&](const std::vector<float>& m, int64_t cols, std::vector<float>& out) {
+      take_rows(m, cols, s.head0 * hd, s.heads * hd, out);
+      take_rows(m, cols, c.q_dim() + s.kv_head0 * hd, s.kv_heads * hd, out);
+      take_rows(m, cols, c.q_dim() + c.kv_dim() + s.kv_head0 * hd, s.kv_heads * hd, out);
+    };
+    qkv_rows(F.wqkv, H, L.wqkv);
+    if (!F.bqkv.empty()) qkv_rows(F.bqkv, 1, L.bqkv);
+    L.q_norm = F.q_norm;
+    L.k_norm = F.k_norm;
+    L.attn_norm = F.attn_norm;
+    L.ffn_norm = F.ffn_norm;
+    L.wo = take_cols(F.wo, c.q_dim(), s.head0 * hd, s.heads * hd);
+    take_rows(F.w_gate_up, H, s.inter0, s.inter, L.w_gate_up);      // gate
+    take_rows(F.w_gate_up, H, I + s.inter0, s.inter, L.w_gate_up);  // up
+    L.w_down = take_cols(F.w_down, I, s.inter0, s.inter);
+    L.q_qkv = F.q_qkv;
+    L.q_o = F.q_o;
+    L.q_gate_up = F.q_gate_up;
+    L.q_down = F.q_down;
+  }
+  return w;
+}
+
 }  // namespace hayate

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/tensor_parallel.h"
 
 namespace hayate {
 
@@ -55,5 +56,10 @@ struct CpuWeights {
 // `progress` (may be empty) hears bytes of source data converted so far.
 CpuWeights load_cpu_weights(const Model& model,
                             const std::function<void(uint64_t done, uint64_t total)>& progress = {});
+
+// Rank `s`'s slice of `full` (model/tensor_parallel.h): its q/k/v rows (and
+// biases), o_proj's and down_proj's input columns, gate/up rows, embedding
+// and LM head vocabulary rows; norms, RoPE table and KV scales copied.
+CpuWeights shard_cpu_weights(const CpuWeights& full, const ModelConfig& c, const TpShard& s);
 
 }  // namespace hayate

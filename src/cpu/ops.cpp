@@ -25,6 +25,18 @@ void embedding(std::span<const int32_t> tokens, const float* table, int vocab, i
   }
 }
 
+void embedding_slice(std::span<const int32_t> tokens, const float* table, int row0, int rows,
+                     int hidden, float* out) {
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const int64_t r = int64_t(tokens[t]) - row0;
+    float* o = out + int64_t(t) * hidden;
+    if (r >= 0 && r < rows)
+      std::copy_n(table + r * hidden, hidden, o);
+    else
+      std::fill_n(o, hidden, 0.0f);
+  }
+}
+
 void rmsnorm(const float* x, const float* w, float* out, int n, int dim, float eps) {
   for (int t = 0; t < n; ++t) {
     const float* xr = x + int64_t(t) * dim;

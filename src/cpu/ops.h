@@ -15,6 +15,12 @@ namespace hayate::cpu {
 void embedding(std::span<const int32_t> tokens, const float* table, int vocab, int hidden,
                float* out);
 
+// A vocabulary slice of the embedding (a tensor-parallel rank's): out[t, :] =
+// table[tokens[t] - row0, :] for ids inside [row0, row0 + rows), zeros for
+// the others (the ranks' outputs sum to embedding()'s). table: [rows, hidden].
+void embedding_slice(std::span<const int32_t> tokens, const float* table, int row0, int rows,
+                     int hidden, float* out);
+
 // out[t, i] = x[t, i] / sqrt(mean_i(x[t, :]^2) + eps) * w[i], as HF's
 // LlamaRMSNorm in fp32. x, out: [n, dim] (may alias); w: [dim].
 void rmsnorm(const float* x, const float* w, float* out, int n, int dim, float eps);

@@ -63,6 +63,9 @@ struct BatchBackendOptions {
   DType dtype = DType::F16;           // GPU compute/weight dtype (cpu is always fp32)
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int device = 0;
+  // Ranks the model is split across (Megatron-style, model/tensor_parallel.h):
+  // the cpu backend simulates them as threads; the cuda backend runs 1.
+  int tensor_parallel_size = 1;
   // Called as weights load (bytes of the checkpoint's data, or of generated
   // dummy data, done so far of the total); may be empty.
   std::function<void(uint64_t done, uint64_t total)> on_load_progress;

@@ -43,6 +43,32 @@ constexpr std::string_view kLlama31_8b = R"({
   "torch_dtype": "bfloat16"
 })";
 
+// llama-3.1-70b: Llama-3.1-70B-Instruct's config.json (141 GB in fp16: the
+// tensor-parallel model), with head_dim spelled out.
+constexpr std::string_view kLlama31_70b = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "attention_bias": false,
+  "mlp_bias": false,
+  "hidden_act": "silu",
+  "vocab_size": 128256,
+  "hidden_size": 8192,
+  "intermediate_size": 28672,
+  "num_hidden_layers": 80,
+  "num_attention_heads": 64,
+  "num_key_value_heads": 8,
+  "head_dim": 128,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 500000.0,
+  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+  "max_position_embeddings": 131072,
+  "tie_word_embeddings": false,
+  "bos_token_id": 128000,
+  "eos_token_id": [128001, 128008, 128009],
+  "torch_dtype": "bfloat16"
+})";
+
 // llama-3.2-1b: Llama-3.2-1B-Instruct's shapes; tied embeddings.
 constexpr std::string_view kLlama32_1b = R"({
   "architectures": ["LlamaForCausalLM"],
@@ -172,6 +198,7 @@ constexpr std::string_view kMistral7b = R"({
 // BPE with byte fallback (32,000 ids, all inside Mistral's 32,768).
 constexpr DummyArch kArchs[] = {{"llama-3.1-8b", kLlama31_8b, "llama3_1"},
                                 {"llama-3.2-1b", kLlama32_1b, "llama3_1"},
+                                {"llama-3.1-70b", kLlama31_70b, "llama3_1"},
                                 {"tiny", kTiny, "llama3_1"},
                                 {"qwen3-8b", kQwen3_8b, "qwen3"},
                                 {"qwen2.5-7b", kQwen25_7b, "qwen3"},

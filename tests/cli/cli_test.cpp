@@ -221,6 +221,26 @@ TEST(Cli, Fp8FlagsAndCheckpoints) {
                         "--kv-cache-dtype");
 }
 
+// --tensor-parallel-size (vLLM's, and -tp): dummy:tiny on 2 simulated CPU
+// ranks generates TP 1's greedy ids; a rank count that does not divide the
+// heads, or 0, is a one-line error naming the flag.
+TEST(Cli, TensorParallelRanks) {
+  const auto ids = [](std::vector<std::string> extra) {
+    std::vector<std::string> a = tiny({"generate", "--prompt", "hello", "--max-tokens", "8",
+                                       "--output-ids"});
+    a.insert(a.end(), extra.begin(), extra.end());
+    return ids_of(hayate(a))["ids"];
+  };
+  const nlohmann::json one = ids({});
+  ASSERT_EQ(one.size(), 8u);
+  EXPECT_EQ(ids({"--tensor-parallel-size", "2"}), one);
+  EXPECT_EQ(ids({"-tp", "2"}), one);
+  expect_one_line_error(tiny({"generate", "--tensor-parallel-size", "3", "--prompt", "hi"}),
+                        "--tensor-parallel-size 3 does not divide num_attention_heads 4");
+  expect_one_line_error(tiny({"generate", "--tensor-parallel-size", "0", "--prompt", "hi"}),
+                        "--tensor-parallel-size must be >= 1");
+}
+
 // A Hugging Face cache as huggingface_hub lays it out, its snapshot's files
 // symlinks into blobs/ holding the golden checkpoint's files.
 std::string make_hf_cache(const std::string& root, const std::string& ckpt) {

@@ -69,7 +69,9 @@ TEST_P(Fp8Golden, LoadsAsFp8) {
     const bool linear = w.name.find(".w") != std::string::npos;  // wqkv, wo, w_gate_up, w_down
     EXPECT_EQ(w.fp8, linear) << w.name;
     EXPECT_EQ(w.dtype == DType::F8E4M3, linear) << w.name;
-    if (linear) EXPECT_EQ(int64_t(w.scales.size()), w.shape[0]) << w.name;
+    if (linear) {
+      EXPECT_EQ(int64_t(w.scales.size()), w.shape[0]) << w.name;
+    }
   }
   const bool kv = GetParam().name.find("kv") != std::string::npos;
   EXPECT_EQ(model_->k_scales.size(), kv ? size_t(model_->config.num_layers) : 0u);

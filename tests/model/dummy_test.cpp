@@ -31,6 +31,14 @@ TEST(Dummy, Llama31_8bHasThePublishedParameterCount) {
   EXPECT_EQ(m.lm_head().name, "lm_head");
 }
 
+TEST(Dummy, Llama31_70bHasThePublishedParameterCount) {
+  const Model m = load_model("dummy:llama-3.1-70b", 0, "/assets");
+  // Meta-Llama-3.1-70B: 70,553,706,496 parameters (untied).
+  EXPECT_EQ(parameter_count(m), 70'553'706'496);
+  EXPECT_EQ(m.weight("layers.79.wqkv").shape, (std::vector<int64_t>{10240, 8192}));
+  EXPECT_EQ(m.config.num_kv_heads, 8);
+}
+
 TEST(Dummy, Llama32_1bIsTiedWithThePublishedParameterCount) {
   const Model m = load_model("dummy:llama-3.2-1b", 0, "/assets");
   // Llama-3.2-1B: 1,235,814,400 parameters (tied embeddings counted once).
@@ -116,7 +124,7 @@ TEST(Dummy, NormsStayNearOne) {
 
 TEST(Dummy, RejectsUnknownName) {
   EXPECT_ERROR(load_model("dummy:llama-9", 0, ""),
-               "unknown dummy model 'dummy:llama-9' (known: llama-3.1-8b, llama-3.2-1b, tiny, qwen3-8b, qwen2.5-7b, mistral-7b-v0.3)");
+               "unknown dummy model 'dummy:llama-9' (known: llama-3.1-8b, llama-3.2-1b, llama-3.1-70b, tiny, qwen3-8b, qwen2.5-7b, mistral-7b-v0.3)");
   EXPECT_ERROR(dummy_config_json(""), "known: llama-3.1-8b");
 }
 
