@@ -481,11 +481,11 @@ __device__ __forceinline__ bool persist_attend_prefetch(const PersistCache<T>& c
   return true;
 }
 
-// Qwen3's per-head norms (kQkNorm), after QKV wrote q and k raw: qk.k_raw's
-// head kvh RMS-normalised, scaled by k_norm, turned by cs (the step's cos,
-// sin [2][HD / 2]) and appended at row keys - 1, by the one item whose keys
-// hold that row, before any of its loads; each item's q heads likewise in
-// shared memory.
+// Qwen3's per-head norms (kQkNorm), after QKV wrote q and k raw: each
+// item's q heads RMS-normalised, scaled by q_norm and turned by cs (the
+// step's cos, sin [2][HD / 2]) in shared memory, and in the one item whose
+// keys hold row keys - 1, k_raw's head likewise (k_norm) and appended there
+// before any of its loads of that row: one pass, two barriers.
 template <typename T>
 struct PersistQkNorm {
   const T *q_norm, *k_norm;  // [HD]
@@ -493,28 +493,6 @@ struct PersistQkNorm {
   const float* cs;
   float eps;
 };
-
-// x [HD] (shared) -> rmsnorm(x) * w, turned by cs, times `scale`, in place;
-// warp `w0` sums the squares into *r (shared). Every consumer thread calls it.
-template <typename T, int HD>
-__device__ __forceinline__ void persist_norm_turn(float* x, const T* w, const float* cs, float eps,
-                                                  float scale, float* r, int w0) {
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  if (warp == w0) {
-    float ss = 0.0f;
-#pragma unroll
-    for (int e = lane; e < HD; e += 32) ss += x[e] * x[e];
-    ss = warp_sum(ss);
-    if (lane == 0) *r = rsqrtf(ss / float(HD) + eps);
-  }
-  consumer_sync();  // *r
-  if (tid < HD / 2) {
-    float a = x[tid] * *r * to_f32(w[tid]), b = x[tid + HD / 2] * *r * to_f32(w[tid + HD / 2]);
-    rope_turn(a, b, cs[tid], cs[HD / 2 + tid]);
-    x[tid] = a * scale;
-    x[tid + HD / 2] = b * scale;
-  }
-}
 
 // pre: persist_attend_prefetch's tile, when it returned true (prefetched).
 template <typename T, int HD, bool kQkNorm>
@@ -543,26 +521,17 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
   for (int item = blockIdx.x; item < n_kv_heads * nsplit; item += gridDim.x) {
     const PersistItem it(item, keys, n_kv_heads);
     const int kvh = it.kvh, split = item / n_kv_heads, start = it.start, end = it.end;
-    if constexpr (kQkNorm) {
-      if (end == keys) {  // this item holds row keys - 1: normalise, turn and append k
-        for (int i = tid; i < HD; i += kPersistConsumers) ks[i] = __ldcg(qk.k_raw + kvh * HD + i);
-        consumer_sync();  // ks
-        persist_norm_turn<T, HD>(ks, qk.k_norm, qk.cs, qk.eps, 1.0f, &rstd_s[GM], 0);
-        consumer_sync();  // ks final
-        for (int i = tid; i < HD; i += kPersistConsumers)
-          cache.k[cache.row(keys - 1) * kv_dim + kvh * HD + i] = from_f32<T>(ks[i]);
-        __threadfence();  // the row, before this block's loads of it below (L2)
-        consumer_sync();
-      }
-    }
     // K and V rows of a tile, loaded together (they do not depend on q): the
     // first tile's loads are in flight with q's, so a short context costs one
     // memory round trip, not three (none but this step's row when prefetched).
+    // With q/k norms the item holding row keys - 1 loads after writing it.
+    const bool first_pre = item == int(blockIdx.x) && prefetched;
+    const bool has_k = kQkNorm && end == keys;
     Tile kv;
-    if (item == int(blockIdx.x) && prefetched) {
+    if (first_pre) {
       kv = pre;
-      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
-    } else if (start < end) {
+      if (!has_k) kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
+    } else if (start < end && !has_k) {
       kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
     }
     for (int i = tid; i < G * HD; i += kPersistConsumers)
@@ -571,14 +540,42 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
       m_s[tid] = -FLT_MAX;
       l_s[tid] = 0.0f;
     }
-    consumer_sync();  // qs, m_s, l_s
-    if constexpr (kQkNorm) {  // each q head normalised and turned (warp g sums head g)
-      for (int g = 0; g < G; ++g) {
-        persist_norm_turn<T, HD>(qs[g], qk.q_norm, qk.cs, qk.eps, scale, &rstd_s[g],
-                                 g % kPersistWarps);
+    if constexpr (kQkNorm) {  // warp g sums q head g, warp G the k row
+      if (has_k)
+        for (int i = tid; i < HD; i += kPersistConsumers) ks[i] = __ldcg(qk.k_raw + kvh * HD + i);
+      consumer_sync();  // qs, ks raw
+      if (warp < G || (has_k && warp == G)) {
+        const float* x = warp < G ? qs[warp] : ks;
+        float ss = 0.0f;
+#pragma unroll
+        for (int e = lane; e < HD; e += 32) ss += x[e] * x[e];
+        ss = warp_sum(ss);
+        if (lane == 0) rstd_s[warp] = rsqrtf(ss / float(HD) + qk.eps);
       }
-      consumer_sync();  // qs final
+      consumer_sync();  // rstd_s
+      T* const k_row = cache.k + cache.row(keys - 1) * kv_dim + kvh * HD;
+      for (int i = tid; i < (G + has_k) * (HD / 2); i += kPersistConsumers) {
+        const int h = i / (HD / 2), e = i % (HD / 2);
+        float* x = h < G ? qs[h] : ks;
+        const T* w = h < G ? qk.q_norm : qk.k_norm;
+        const float r = rstd_s[h];
+        float a = x[e] * r * to_f32(w[e]), b = x[e + HD / 2] * r * to_f32(w[e + HD / 2]);
+        rope_turn(a, b, qk.cs[e], qk.cs[HD / 2 + e]);
+        if (h < G) {
+          x[e] = a * scale;
+          x[e + HD / 2] = b * scale;
+        } else {
+          k_row[e] = from_f32<T>(a);
+          k_row[e + HD / 2] = from_f32<T>(b);
+        }
+      }
+      __threadfence_block();  // the k row, before this block's loads of it below
     }
+    consumer_sync();  // qs, m_s, l_s (and the k row)
+    if (has_k && first_pre)
+      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
+    else if (has_k && start < end)
+      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
     float acc[GM][8] = {};
     for (int t0 = start; t0 < end; t0 += kPersistTile) {
       const int nt = min(kPersistTile, end - t0);
