@@ -70,6 +70,7 @@ struct BenchArgs {
   // --mode throughput: the batching engine, offline.
   std::string preset;
   bench::ThroughputOptions throughput;
+  std::string json_schema_file;  // throughput: --json-schema
   double gpu_memory_fraction = 0.9;
   // --mode serve: a client against any OpenAI-compatible endpoint.
   bench::ServeBenchOptions serve;
@@ -85,7 +86,12 @@ void run_throughput_mode(const BenchArgs& a) {
   const std::string spec = resolve_model(a.model, backend_name);
   Model model = load_model_args(spec, a.model);
   std::unique_ptr<Tokenizer> tok;
-  if (!t.dataset.empty()) {
+  if (!a.json_schema_file.empty()) {
+    std::ifstream f(a.json_schema_file, std::ios::binary);
+    HAYATE_CHECK(f.good(), "cannot read --json-schema ", a.json_schema_file);
+    t.json_schema.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  if (!t.dataset.empty() || !t.json_schema.empty()) {
     tok = std::make_unique<Tokenizer>(
         Tokenizer::load(a.model.tokenizer.empty() ? model.tokenizer_dir : a.model.tokenizer));
   }
@@ -308,6 +314,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--output-len", t.output_len, "throughput/serve: new tokens per request");
   cmd->add_option("--concurrency", t.concurrency, "throughput: most requests in flight (0: all)");
   cmd->add_option("--dataset", t.dataset, "throughput: prompt file instead of random ids");
+  cmd->add_option("--json-schema", a->json_schema_file,
+                  "throughput: every request's output follows this JSON Schema (file)");
   cmd->add_option("--prefix-len", t.prefix_len,
                   "throughput/serve: random ids (serve: or words) shared by every prompt (a "
                   "system prompt) before its --input-len own");

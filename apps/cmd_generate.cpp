@@ -4,14 +4,21 @@
 //   --stop STR (repeatable; \n, \t, \\ are unescaped), --ignore-eos
 //   --chat [--system TEXT]           the prompt as a user message through the chat template
 //   --output-ids                     one JSON line {"prompt_ids": [...], "ids": [...]}
+//   --json-schema FILE | --json-object | --regex RE | --choice STR... | --grammar FILE
+//                                    structured output: the text follows the grammar
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "apps/common.h"
 #include "core/check.h"
 #include "engine/generate.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_tables.h"
 
 namespace hayate {
 
@@ -31,7 +38,46 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   bool chat = false;
   std::string system;
+  // Structured output (at most one).
+  std::string json_schema_file, regex, grammar_file;
+  bool json_object = false;
+  std::vector<std::string> choice;
 };
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  HAYATE_CHECK(f.good(), "cannot read ", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The grammar the structured-output flags ask for (null: free text),
+// compiled for the model's vocabulary with the server's JSON whitespace.
+std::shared_ptr<const grammar::TokenTables> structured(const GenerateArgs& a, Loaded& L) {
+  const int given = int(!a.json_schema_file.empty()) + int(!a.regex.empty()) +
+                    int(!a.grammar_file.empty()) + int(a.json_object) + int(!a.choice.empty());
+  HAYATE_CHECK(given <= 1,
+               "give at most one of --json-schema, --json-object, --regex, --choice, --grammar");
+  if (given == 0) return nullptr;
+  const std::vector<int32_t>& eos = L.backend().config().eos_ids;
+  HAYATE_CHECK(!eos.empty(), "structured output needs a model with an EOS id");
+  auto vocab = std::make_shared<const grammar::TokenVocab>(
+      grammar::TokenVocab::from_tokenizer(*L.tokenizer, eos));
+  std::optional<grammar::Grammar> g;
+  if (!a.json_schema_file.empty())
+    g = grammar::compile_json_schema(std::string_view(read_file(a.json_schema_file)));
+  else if (a.json_object)
+    g = grammar::compile_json_object();
+  else if (!a.regex.empty())
+    g = grammar::compile_regex(a.regex);
+  else if (!a.choice.empty())
+    g = grammar::compile_choice(a.choice);
+  else
+    g = grammar::compile_ebnf(read_file(a.grammar_file));
+  return std::make_shared<const grammar::TokenTables>(
+      std::make_shared<const grammar::Grammar>(std::move(*g)), std::move(vocab));
+}
 
 // "\n" typed on a shell arrives as a backslash and an n.
 std::string unescape(const std::string& s) {
@@ -84,6 +130,7 @@ void run(const GenerateArgs& a, bool max_length_given) {
   opt.sampling = sp;
   opt.max_new_tokens = max_new;
   opt.ignore_eos = a.ignore_eos;
+  opt.grammar = structured(a, L);
   for (const std::string& s : a.stop) opt.stop.push_back(unescape(s));
   GenerateCallbacks cb;
   if (!a.output_ids) {
@@ -136,6 +183,15 @@ void add_generate_command(CLI::App& app) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--chat", a->chat, "render the prompt as a user message with the chat template");
   cmd->add_option("--system", a->system, "system message (with --chat)");
+  cmd->add_option("--json-schema", a->json_schema_file,
+                  "structured output: the text is JSON valid against this JSON Schema file");
+  cmd->add_flag("--json-object", a->json_object, "structured output: any JSON object");
+  cmd->add_option("--regex", a->regex, "structured output: the text matches this regex in full");
+  cmd->add_option("--choice", a->choice, "structured output: exactly one of these (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--grammar", a->grammar_file,
+                  "structured output: a GBNF-style EBNF file (start rule root)");
   cmd->callback([a, ml] { run(*a, ml->count() > 0); });
 }
 

@@ -52,6 +52,8 @@ struct ServeArgs {
   std::string allowed_origins = "[\"*\"]";
   bool gpu_memory_given = false;
   bool seed_given = false;  // --seed also seeds requests that give none
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
 };
 
 // vLLM's --chat-template: a file, else the template text itself when it
@@ -170,6 +172,10 @@ int run_serve(const ServeArgs& a) {
   if (a.seed_given) so.seed = a.model.seed;
   so.reasoning_parser = a.reasoning_parser;
   so.log.level = level;
+  so.tools.enable_auto_tool_choice = a.enable_auto_tool_choice;
+  so.tools.parser = server::parse_tool_parser_name(a.tool_call_parser);
+  HAYATE_CHECK(!a.enable_auto_tool_choice || so.tools.parser != server::ToolParser::kNone,
+               "--enable-auto-tool-choice needs --tool-call-parser (llama3_json or hermes)");
   so.log.log_requests = a.log_requests;
   so.log.stats = !a.disable_log_stats;
   server::OpenAIServer srv(so);
@@ -282,6 +288,13 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--enable-log-requests,--log-requests", args->log_requests,
                 "also log each request's prompt text (never logged otherwise)");
+  cmd->add_flag("--enable-auto-tool-choice", args->enable_auto_tool_choice,
+                "tools: let the model decide (tool_choice auto, the default with tools); needs "
+                "--tool-call-parser");
+  cmd->add_option("--tool-call-parser", args->tool_call_parser,
+                  "tools: how tool calls are read from free text under auto: llama3_json "
+                  "(Llama 3.x JSON) or hermes (<tool_call> blocks: Qwen2.5, Qwen3)")
+      ->check(CLI::IsMember({"llama3_json", "hermes"}));
   cmd->add_flag("--disable-log-stats", args->disable_log_stats,
                 "no periodic engine stats line (every 10 s while busy)");
   cmd->add_option("--allowed-origins", args->allowed_origins,

@@ -19,6 +19,8 @@
 #include "core/rng.h"
 #include "engine/batch_backend.h"
 #include "engine/engine.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_tables.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hayate::bench {
@@ -145,11 +147,25 @@ ThroughputResult run_throughput(BatchBackend& backend, const Tokenizer* tokenize
   eo.enable_prefix_caching = opt.enable_prefix_caching;
   Engine engine(backend, nullptr, eo);
 
+  std::shared_ptr<const grammar::TokenTables> grammar;
+  if (!opt.json_schema.empty()) {
+    HAYATE_CHECK(tokenizer != nullptr, "--json-schema needs the model's tokenizer");
+    HAYATE_CHECK(!backend.config().eos_ids.empty(), "--json-schema needs a model with an EOS id");
+    const auto t0 = Clock::now();
+    grammar = std::make_shared<const grammar::TokenTables>(
+        std::make_shared<const grammar::Grammar>(grammar::compile_json_schema(std::string_view(opt.json_schema))),
+        std::make_shared<const grammar::TokenVocab>(
+            grammar::TokenVocab::from_tokenizer(*tokenizer, backend.config().eos_ids)));
+    if (progress)
+      *progress << "throughput: JSON Schema compiled in " << seconds(Clock::now() - t0) * 1e3
+                << " ms (vocabulary and tables)\n";
+  }
   auto make_request = [&](std::vector<int32_t> prompt) {
     EngineRequest req;
     req.prompt = std::move(prompt);
     req.max_tokens = opt.output_len;
-    req.ignore_eos = true;
+    req.ignore_eos = true;  // under a grammar the request ends where the grammar does
+    req.grammar = grammar;
     return req;
   };
   if (opt.warmup > 0) {
@@ -347,6 +363,7 @@ json to_json(const ThroughputResult& r) {
         {"prefix_len", o.prefix_len},
         {"turns", o.turns},
         {"enable_prefix_caching", o.enable_prefix_caching},
+        {"json_schema", o.json_schema.empty() ? json(nullptr) : json::parse(o.json_schema)},
         {"timer", "steady-clock"},
         {"timed_region", "first submit to last final event, engine stepped on the host thread"}}},
       {"requests", std::move(requests)},

@@ -44,6 +44,9 @@ struct ThroughputOptions {
   int prefix_len = 0;  // random ids shared by every prompt, before its own input_len
   int turns = 1;       // > 1: num_prompts chats of this many turns (random ids only)
   bool enable_prefix_caching = true;  // engine: reuse computed prompt blocks
+  // Structured output: every request (warm-up included) follows this JSON
+  // Schema (its text; needs a tokenizer), compiled once before the run.
+  std::string json_schema;
 };
 
 // LLM-Inference-Bench workloads: llmib-<in>-b<batch> for in = out = 128 or

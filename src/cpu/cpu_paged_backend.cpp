@@ -86,14 +86,33 @@ class CpuPagedBackend final : public BatchBackend {
         cpu::copy_blocks(R.v_pool.data(), c_.num_layers, num_blocks_, elems, pairs.data(), n);
       }
     }
+    HAYATE_CHECK(masked_.empty(), "batch step: launch() before sample_masked() of the last step");
     run(batch, sampled);
     prev_sampled_ = sampled;
     unfinished_.push_back(std::move(sampled));
     HAYATE_CHECK(unfinished_.size() <= 2, "batch step: more than two steps launched");
   }
 
+  // The masked rows of the last launched step: their logits under the masks,
+  // then the sampler of every other row.
+  void sample_masked(std::span<const uint32_t> masks) override {
+    const size_t V = size_t(c_.vocab_size), W = size_t(mask_words());
+    HAYATE_CHECK(!masked_.empty() && masks.size() == masked_.size() * W, "sample_masked: ",
+                 masks.size(), " mask words for ", masked_.size(), " masked sequences");
+    for (size_t k = 0; k < masked_.size(); ++k) {
+      const Masked& m = masked_[k];
+      const int32_t id = sample_token_masked(
+          std::span<const float>(last_logits_).subspan(m.row * V, V), masks.subspan(k * W, W),
+          m.sampling, m.step);
+      unfinished_.back()[m.seq] = prev_sampled_[m.seq] = id;  // -1: the mask allows none
+    }
+    masked_.clear();
+  }
+
   void finish(std::span<int32_t> sampled) override {
     HAYATE_CHECK(!unfinished_.empty(), "batch step: finish() without a launched step");
+    HAYATE_CHECK(unfinished_.size() > 1 || masked_.empty(),
+                 "batch step: finish() before sample_masked() of the step");
     const std::vector<int32_t>& ids = unfinished_.front();
     HAYATE_CHECK(sampled.size() == ids.size(), "batch step: ", sampled.size(),
                  " output slots for ", ids.size(), " sequences");
@@ -157,6 +176,10 @@ class CpuPagedBackend final : public BatchBackend {
       const BatchSeq& s = batch.seqs[i];
       if (!s.sample) continue;
       const size_t row = size_t(rows_.sampled[j++]);
+      if (s.masked) {  // sampled by sample_masked()
+        masked_.push_back({i, row, *s.sampling, s.sample_step});
+        continue;
+      }
       sampled[i] = sample_token(std::span<const float>(last_logits_).subspan(row * V, size_t(V)),
                                 *s.sampling, s.sample_step);
     }
@@ -265,19 +288,19 @@ class CpuPagedBackend final : public BatchBackend {
     // vocabulary columns [m, sh.vocab], gathered into [m, V].
     const int m = int(rows_.token_row.size());
     if (m == 0) return;
-    std::vector<float> last(size_t(m) * H), mine(size_t(m) * size_t(sh.vocab));
+    std::vector<float> last(size_t(m) * H);
     for (int j = 0; j < m; ++j)
       std::copy_n(x.data() + size_t(rows_.token_row[size_t(j)]) * H, H, last.data() + size_t(j) * H);
     cpu::rmsnorm(last.data(), w.final_norm.data(), last.data(), m, H, c_.rms_norm_eps);
     lap(op::kFinalNorm);
-    cpu::matmul(w.lm(c_).data(), last.data(), mine.data(), m, sh.vocab, H);
     if (ranks_.size() == 1) {
-      last_logits_.swap(mine);
+      cpu::matmul(w.lm(c_).data(), last.data(), last_logits_.data(), m, sh.vocab, H);
     } else {
-      std::vector<float> scratch;
+      std::vector<float> mine(size_t(m) * size_t(sh.vocab)), scratch;
+      cpu::matmul(w.lm(c_).data(), last.data(), mine.data(), m, sh.vocab, H);
       if (r != 0) scratch.resize(last_logits_.size());
-      comm.all_gather_columns(mine, m, R.vocab_widths, r == 0 ? std::span<float>(last_logits_)
-                                                              : std::span<float>(scratch));
+      comm.all_gather_columns(mine, m, R.vocab_widths,
+                              r == 0 ? std::span<float>(last_logits_) : std::span<float>(scratch));
     }
     lap(op::kLmHead);
   }
@@ -345,6 +368,12 @@ class CpuPagedBackend final : public BatchBackend {
   std::deque<std::vector<int32_t>> unfinished_;  // ids of launched, unfinished steps
   std::vector<float> last_logits_;  // [logits rows of the last step, V]
   LogitRows rows_;                  // the last step's logits rows
+  struct Masked {                   // a masked sampling row of the last step
+    size_t seq, row;
+    SamplingParams sampling;
+    uint64_t step;
+  };
+  std::vector<Masked> masked_;  // waiting for sample_masked()
   std::vector<bool> all_logits_;    // per seq of the last step
 
   // One rank's share: its slice of the weights and its KV pools.

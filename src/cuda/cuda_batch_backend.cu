@@ -81,11 +81,15 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   // readers need. Two, used in turn: a step may be launched while the one
   // before it runs.
   struct Flight {
-    PinnedInts meta, out, ng_rows;
+    PinnedInts meta, out, ng_rows, mask_rows;
+    Pinned<uint32_t> masks;             // [max_seqs, mask words] the host's grammar masks
     const int32_t* meta_dev = nullptr;  // meta as the device addresses it (mapped)
     Pinned<StepState> states;
     cudaEvent_t done = nullptr;
     int seqs = 0;
+    int n_ng = 0;       // non-greedy rows (states, ng_rows)
+    int n_masked = 0;   // masked rows (mask_rows); their sampling waits for sample_masked()
+    int m = 0;          // logits rows of the step (the ids' copy back)
     std::vector<int32_t> which, slot;  // sampling seqs: index in the batch, output slot
     std::vector<int32_t> out_index;    // per seq: its output slot, -1 when it did not sample
     std::vector<int> first, count;     // per all_logits seq: its logits rows (else -1, 0)
@@ -285,6 +289,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   void launch(const Batch& batch) override {
     validate(batch);
     HAYATE_CHECK(unfinished_.size() < 2, "batch step: more than two steps launched");
+    HAYATE_CHECK(!awaiting_masks_, "batch step: launch() before sample_masked() of the last step");
     if (!batch.copies.empty()) {  // copy on write, before this step reads or writes the blocks
       std::vector<int32_t> pairs;
       for (const BlockCopy& c : batch.copies) pairs.insert(pairs.end(), {c.src, c.dst});
@@ -373,18 +378,42 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       f.slot[j] = use_graph ? f.which[j] : lr.sampled[j];
       f.out_index[size_t(f.which[j])] = f.slot[j];
     }
-    sample_non_greedy(batch, f);
-    if (!f.which.empty())
-      HAYATE_CUDA_CHECK(cudaMemcpyAsync(f.out.data(), d_out_, sizeof(int32_t) * size_t(m),
-                                        cudaMemcpyDeviceToHost, s_));
-    HAYATE_CUDA_CHECK(cudaEventRecord(f.done, s_));
+    f.n_masked = 0;
+    for (size_t j = 0; j < f.which.size(); ++j)
+      if (batch.seqs[size_t(f.which[j])].masked) f.mask_rows[size_t(f.n_masked++)] = f.slot[j];
+    stage_non_greedy(batch, f);
+    f.m = m;
     f.seqs = S;
     last_flight_ = fi;
     unfinished_.push_back(fi);
+    awaiting_masks_ = f.n_masked > 0;
+    if (!awaiting_masks_) sample_rows(f);
+  }
+
+  // The masked rows' logits outside their masks become -inf and their
+  // greedy picks are redone; the step's other sampling follows as usual.
+  void sample_masked(std::span<const uint32_t> masks) override {
+    HAYATE_CHECK(awaiting_masks_, "sample_masked: the last step has no masked sequences");
+    Flight& f = flights_[size_t(last_flight_)];
+    const size_t W = size_t(mask_words());
+    HAYATE_CHECK(masks.size() == size_t(f.n_masked) * W, "sample_masked: ", masks.size(),
+                 " mask words for ", f.n_masked, " masked sequences");
+    std::copy(masks.begin(), masks.end(), f.masks.data());
+    HAYATE_CUDA_CHECK(cudaMemcpyAsync(d_masks_, f.masks.data(), sizeof(uint32_t) * masks.size(),
+                                      cudaMemcpyHostToDevice, s_));
+    HAYATE_CUDA_CHECK(cudaMemcpyAsync(d_mask_rows_, f.mask_rows.data(),
+                                      sizeof(int32_t) * size_t(f.n_masked),
+                                      cudaMemcpyHostToDevice, s_));
+    mask_argmax_rows(logits_, c_.vocab_size, d_mask_rows_, d_masks_, int(W), f.n_masked, d_out_,
+                     s_);
+    awaiting_masks_ = false;
+    sample_rows(f);
   }
 
   void finish(std::span<int32_t> sampled) override {
     HAYATE_CHECK(!unfinished_.empty(), "batch step: finish() without a launched step");
+    HAYATE_CHECK(!awaiting_masks_ || unfinished_.size() > 1,
+                 "batch step: finish() before sample_masked() of the step");
     Flight& f = flights_[size_t(unfinished_.front())];
     unfinished_.pop_front();
     HAYATE_CUDA_CHECK(cudaEventSynchronize(f.done));
@@ -619,8 +648,18 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   // Rows with temperature > 0 overwrite their greedy pick (engine/sampling.h
   // semantics): all at once (one segmented sort, one pick launch) from
   // batch_from_ rows up, else one row at a time through the one-row sampler.
-  // Their states and rows go through the flight's pinned staging.
-  void sample_non_greedy(const Batch& batch, Flight& f) {
+  // Their states and rows go through the flight's pinned staging
+  // (stage_non_greedy, at launch); sample_rows() runs them and queues the
+  // ids' copy back.
+  void sample_rows(Flight& f) {
+    sample_non_greedy(f);
+    if (!f.which.empty())
+      HAYATE_CUDA_CHECK(cudaMemcpyAsync(f.out.data(), d_out_, sizeof(int32_t) * size_t(f.m),
+                                        cudaMemcpyDeviceToHost, s_));
+    HAYATE_CUDA_CHECK(cudaEventRecord(f.done, s_));
+  }
+
+  void stage_non_greedy(const Batch& batch, Flight& f) {
     int n = 0;
     for (size_t j = 0; j < f.which.size(); ++j) {
       const BatchSeq& s = batch.seqs[size_t(f.which[j])];
@@ -631,6 +670,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       f.ng_rows[size_t(n)] = f.slot[j];
       ++n;
     }
+    f.n_ng = n;
+  }
+
+  void sample_non_greedy(Flight& f) {
+    const int n = f.n_ng;
     if (n == 0) return;
     HAYATE_CUDA_CHECK(cudaMemcpyAsync(states_, f.states.data(), sizeof(StepState) * size_t(n),
                                       cudaMemcpyHostToDevice, s_));
@@ -725,6 +769,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     sample_ws_ = alloc<char>(ws);
     HAYATE_CUDA_CHECK(cudaMemsetAsync(sample_ws_, 0, ws, s_));
     d_ng_rows_ = alloc<int32_t>(S);
+    d_mask_rows_ = alloc<int32_t>(S);
+    d_masks_ = alloc<uint32_t>(S * size_t(mask_words()));
     if (sampler_ == SamplerPath::kAuto &&
         (int64_t(c_.vocab_size) * max_seqs_ >= INT_MAX || max_seqs_ > 65535))
       sampler_ = SamplerPath::kRows;  // past the batched sort's int item count or grid rows
@@ -743,6 +789,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       f.out = PinnedInts(R);
       f.states = Pinned<StepState>(S);
       f.ng_rows = PinnedInts(S);
+      f.mask_rows = PinnedInts(S);
+      f.masks = Pinned<uint32_t>(S * size_t(mask_words()));
       HAYATE_CUDA_CHECK(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming));
     }
     table_mirror_.assign(S * size_t(max_blocks_), -1);
@@ -955,6 +1003,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   int32_t *d_tables_ = nullptr, *d_out_ = nullptr;
   StepState* states_ = nullptr;
   int32_t* d_ng_rows_ = nullptr;  // [max_seqs] logits rows of the non-greedy picks
+  int32_t* d_mask_rows_ = nullptr;  // [max_seqs] logits rows sampled under a grammar mask
+  uint32_t* d_masks_ = nullptr;     // [max_seqs, mask words] their masks
+  bool awaiting_masks_ = false;     // the last launched step waits for sample_masked()
   char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
   SamplerPath sampler_ = SamplerPath::kAuto;
   bool persistent_ = false;  // bucket 1 may run on the persistent kernel

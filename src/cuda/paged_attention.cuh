@@ -145,4 +145,10 @@ void paged_attention_init();
 // out[r] = argmax of logits [rows, vocab] row r (lowest id on ties).
 void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t s);
 
+// Grammar masks: for each b < n, the ids of logits row rows[b] whose bit in
+// masks [n, words] (bit id % 32 of word id / 32) is clear become -inf, and
+// out[rows[b]] = the argmax of the others (lowest id on ties; -1 if none).
+void mask_argmax_rows(float* logits, int vocab, const int32_t* rows, const uint32_t* masks,
+                      int words, int n, int32_t* out, cudaStream_t s);
+
 }  // namespace hayate::cuda

@@ -14,6 +14,11 @@ void BatchBackend::step(const Batch& batch, std::span<int32_t> sampled) {
   finish(sampled);
 }
 
+void BatchBackend::sample_masked(std::span<const uint32_t> masks) {
+  HAYATE_CHECK(false, "the ", name(), " backend samples under no token masks (", masks.size(),
+               " mask words given)");
+}
+
 StepTimes BatchBackend::profile_step(const Batch& batch, std::span<int32_t> sampled) {
   step(batch, sampled);
   StepTimes t;

@@ -87,6 +87,9 @@ struct BatchSeq {
   // sampled for its seqs[prev_slot], which the backend takes from there (on
   // the device) so the step can be launched before that id reached the host.
   int prev_slot = -1;
+  // Sample under a token mask (a grammar's) that the host hands over after
+  // launch() through sample_masked(); only with sample.
+  bool masked = false;
 };
 
 struct Batch {
@@ -133,6 +136,17 @@ class BatchBackend {
   // finished step and are valid only while no later step is launched.
   virtual void launch(const Batch& batch) = 0;
   virtual void finish(std::span<int32_t> sampled) = 0;
+
+  // A launched step with masked sequences samples those once their masks
+  // are here: masks holds mask_words() words per masked sequence, in batch
+  // order (bit id % 32 of word id / 32 set = id allowed); their logits of
+  // other ids become -inf before any sampling mode (greedy included) picks.
+  // Called exactly once for such a step, after its launch() and before the
+  // next launch() or its finish(): the host computes the masks while the
+  // device runs the step's forward pass.
+  // The default (test doubles) supports no masks and throws Error.
+  virtual void sample_masked(std::span<const uint32_t> masks);
+  int mask_words() const { return (config().vocab_size + 31) / 32; }
 
   // The device it runs on (the CPU default leaves the GPU fields empty).
   virtual DeviceInfo device_info() const { return {}; }

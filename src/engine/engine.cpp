@@ -14,6 +14,11 @@
 // A step whose results the host must read before the next launch (penalties
 // or logprobs sampled on the host from its logits, prompt logits) is
 // finished at once.
+// Requests with a grammar sample under a token mask: their step is launched
+// (the forward pass runs on the device) before the previous step's ids are
+// read; once step 4 has advanced each matcher by its id, the masks are made
+// on the host while the device still runs the forward, and handed to the
+// backend, which then samples those rows under them (sample_masked).
 // Scheduler, block manager and sequences are touched only by the stepping
 // thread; other threads reach the engine through the inbox and the stats
 // snapshot, each behind its own mutex.
@@ -21,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -32,6 +38,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/stop.h"
+#include "grammar/matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hayate {
@@ -49,6 +56,7 @@ struct Active {
   std::optional<SampleResult> logprob;
   int prompt_logits_sent = 0;  // prompt positions whose logits went out (recompute repeats none)
   bool include_stop_str = false;  // EngineRequest::include_stop_str_in_output
+  std::unique_ptr<grammar::GrammarMatcher> matcher;  // with a grammar only
 };
 
 // A step launched and not yet finished: what the engine needs to read its
@@ -58,11 +66,13 @@ struct Launched {
     RequestId id = 0;
     int start_pos = 0, num_tokens = 0;
     bool sample = false, all_logits = false;
+    bool masked = false;  // samples once the host gives its grammar mask
     uint64_t sample_step = 0;
   };
   std::vector<Entry> seqs;
   int num_tokens = 0;
   bool sync = false;  // finished before the next launch (host sampling, logits)
+  int num_masked = 0;  // entries with masked
 };
 
 // Stands in for an id the device has sampled and the host not yet read; any
@@ -103,6 +113,8 @@ struct Engine::Impl {
   // its penalised copy, and the seen-id marks of apply_penalties.
   std::vector<float> row, work;
   std::vector<uint8_t> seen;
+  // Grammar masks: the step's [masked seqs, mask_words] and one matcher's.
+  std::vector<uint32_t> masks, one_mask, host_mask;
 
   // Stats snapshot, refreshed at the end of each step.
   mutable std::mutex stats_mu;
@@ -216,6 +228,13 @@ struct Engine::Impl {
     HAYATE_CHECK(s.num_pending > 0, "engine: an id for sequence ", s.id, " that awaits none");
     s.tokens[size_t(s.num_tokens() - s.num_pending)] = id;
     --s.num_pending;
+    if (a.matcher) {
+      HAYATE_CHECK(a.matcher->accept_token(id), "the grammar does not allow sampled id ", id);
+      if (a.matcher->terminated()) {  // an EOS id where the grammar may end
+        finalize(s.id, FinishReason::kStop, {id}, flush_text(a));
+        return;
+      }
+    }
     const bool eos = !s.stop.ignore_eos && contains(s.stop.eos_ids, id);
     if (eos || contains(s.stop.stop_token_ids, id)) {
       // The stop id is reported but its text is not (as generate()).
@@ -253,6 +272,7 @@ struct Engine::Impl {
     bool worked = !out.empty() || prev.has_value() || !pending_events.empty();
     if (!out.empty()) launch(out);
     if (prev) finish(*prev);
+    if (inflight && inflight->num_masked > 0) give_masks(*inflight);
     if (inflight && inflight->sync) {
       Launched now = std::move(*inflight);
       inflight.reset();
@@ -283,9 +303,13 @@ struct Engine::Impl {
       b.sampling = &q.sampling;
       b.sample_step = uint64_t(q.num_generated());
       if (s.from_device) b.prev_slot = q.slot;
+      // Host sampling applies the mask itself (a synchronous step).
+      b.masked = s.sample && q.constrained && q.stop.max_tokens > 0 && !q.sampling.needs_host();
+      l.num_masked += b.masked ? 1 : 0;
       q.slot = int(i);
       batch.seqs.push_back(b);
-      l.seqs.push_back({q.id, s.start_pos, s.num_tokens, s.sample, s.all_logits, b.sample_step});
+      l.seqs.push_back(
+          {q.id, s.start_pos, s.num_tokens, s.sample, s.all_logits, b.masked, b.sample_step});
       l.sync = l.sync || s.all_logits || (s.sample && q.sampling.needs_host());
     }
     batch.num_tokens = out.num_tokens;
@@ -355,6 +379,45 @@ struct Engine::Impl {
     stats.generation_tokens_total += generated;
   }
 
+  // The masks of a launched step's masked sequences, made now that every
+  // earlier id has advanced their matchers; the device samples those rows
+  // under them. A sequence that ended meanwhile gets an all-ones mask (its
+  // id will be dropped), and so does one whose matcher fails (it ends with
+  // the error).
+  void give_masks(const Launched& l) {
+    const size_t W = size_t(backend.mask_words());
+    masks.assign(size_t(l.num_masked) * W, ~0u);
+    size_t k = 0;
+    for (const Launched::Entry& s : l.seqs) {
+      if (!s.masked) continue;
+      uint32_t* dst = masks.data() + W * k++;
+      auto it = active.find(s.id);
+      if (it == active.end()) continue;
+      try {
+        fill_mask(*it->second, std::span<uint32_t>(dst, W));
+      } catch (const std::exception& e) {
+        finalize(s.id, FinishReason::kAbort, {}, {}, cat("engine: grammar: ", e.what()));
+      }
+    }
+    try {
+      backend.sample_masked(masks);
+    } catch (const std::exception& e) {
+      fail_batch(l, cat("engine step failed: ", e.what()));
+      inflight.reset();
+    }
+  }
+
+  // out [mask_words] = the ids a's grammar allows next (ids past the
+  // tokenizer's vocabulary never).
+  void fill_mask(Active& a, std::span<uint32_t> out) {
+    a.matcher->fill_mask(one_mask);
+    const size_t n = std::min(out.size(), one_mask.size());
+    std::copy_n(one_mask.begin(), n, out.begin());
+    std::fill(out.begin() + ptrdiff_t(n), out.end(), 0u);
+    const int V = backend.config().vocab_size;
+    if (V % 32 != 0) out.back() &= (1u << (V % 32)) - 1u;
+  }
+
   // The chunk's logits rows of prompt positions not sent before, as an event.
   void send_prompt_logits(Active& a, const Launched::Entry& s, int i) {
     const size_t V = size_t(backend.config().vocab_size);
@@ -381,9 +444,27 @@ struct Engine::Impl {
     backend.last_logits_row(j, row);
     const std::span<const int32_t> generated =
         a.seq.generated().first(size_t(a.seq.num_generated() - a.seq.num_pending));
-    SampleResult r = sample_with_logprobs(row, p, step, a.seq.prompt(), generated, work, seen);
-    id = r.id;
-    if (p.logprobs >= 0) a.logprob = std::move(r);
+    if (!a.matcher) {
+      SampleResult r = sample_with_logprobs(row, p, step, a.seq.prompt(), generated, work, seen);
+      id = r.id;
+      if (p.logprobs >= 0) a.logprob = std::move(r);
+      return;
+    }
+    // Under a grammar: logit edits and penalties, then the pick among the
+    // ids the mask allows; logprobs of the raw row.
+    std::span<const float> use = row;
+    if (p.has_penalties() || p.has_logit_edits()) {
+      work.assign(row.begin(), row.end());
+      apply_logit_edits(work, p, generated);
+      if (p.has_penalties()) apply_penalties(work, p, a.seq.prompt(), generated, seen);
+      use = work;
+    }
+    host_mask.resize(size_t(backend.mask_words()));
+    fill_mask(a, host_mask);
+    id = sample_token_masked(use, host_mask, p, step);
+    HAYATE_CHECK(id >= 0, "no id the grammar allows is left (min_tokens, logit_bias or bad_words "
+                          "mask them all)");
+    if (p.logprobs >= 0) a.logprob = logprobs_of(row, id, p.logprobs);
   }
 
   void dispatch_events() {
@@ -458,6 +539,10 @@ struct Engine::Impl {
     s.num_prompt_tokens = n;
     s.sampling = r.sampling;
     s.prompt_logits = r.prompt_logits;
+    if (r.grammar) {
+      a->matcher = std::make_unique<grammar::GrammarMatcher>(std::move(r.grammar));
+      s.constrained = true;
+    }
     s.stop.max_tokens = r.max_tokens;
     s.stop.ignore_eos = r.ignore_eos;
     s.stop.eos_ids = c.eos_ids;

@@ -30,6 +30,9 @@
 namespace hayate {
 
 class Tokenizer;
+namespace grammar {
+class TokenTables;
+}
 
 using RequestId = uint64_t;
 
@@ -78,6 +81,11 @@ struct EngineRequest {
   std::vector<std::string> stop;  // stop strings (needs a tokenizer): text before the match is kept
   bool skip_special_tokens = true;  // in the streamed text
   bool include_stop_str_in_output = false;  // a matched stop string ends the text (vLLM)
+  // Structured output: every sampled id is one the grammar allows (a mask
+  // over the logits, on the backend's device); EOS only where the grammar
+  // may end, and the request stops when it does. Compiled by the caller
+  // (grammar/), once per grammar; requests may share it. Null: free text.
+  std::shared_ptr<const grammar::TokenTables> grammar;
   EventCallback on_event;           // may be empty (then only stats count it)
 };
 

@@ -28,6 +28,7 @@ GenerateResult generate(Engine& engine, std::span<const int32_t> prompt,
   r.max_tokens = options.max_new_tokens;
   r.ignore_eos = options.ignore_eos;
   r.stop = options.stop;
+  r.grammar = options.grammar;
   r.skip_special_tokens = false;
   r.on_event = [&](const EngineEvent& e) {
     for (int32_t id : e.token_ids) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +16,9 @@
 namespace hayate {
 
 class Engine;
+namespace grammar {
+class TokenTables;
+}
 
 enum class FinishReason { kStop, kLength, kAbort };
 std::string_view finish_reason_name(FinishReason r);  // "stop", "length", "abort"
@@ -24,6 +28,7 @@ struct GenerateOptions {
   int max_new_tokens = 128;
   bool ignore_eos = false;            // keep going past the model's eos ids
   std::vector<std::string> stop;      // stop strings: the text before the match is kept
+  std::shared_ptr<const grammar::TokenTables> grammar;  // structured output (EngineRequest)
 };
 
 struct GenerateResult {

@@ -238,6 +238,25 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uin
   return order[order.cross(target, true, keep)].id;
 }
 
+int32_t sample_token_masked(std::span<const float> logits, std::span<const uint32_t> mask,
+                            const SamplingParams& p, uint64_t step) {
+  HAYATE_CHECK(mask.size() * 32 >= logits.size(), "sample_token_masked: ", mask.size(),
+               " mask words for ", logits.size(), " logits");
+  // Masked ids have no weight, so dropping them keeps every filter and the
+  // draw as over the full row; the kept ids stay in id order (ties alike).
+  thread_local std::vector<float> kept;
+  thread_local std::vector<int32_t> ids;
+  kept.clear();
+  ids.clear();
+  for (size_t t = 0; t < logits.size(); ++t) {
+    if (!((mask[t / 32] >> (t % 32)) & 1u) || logits[t] == -INFINITY) continue;
+    kept.push_back(logits[t]);
+    ids.push_back(int32_t(t));
+  }
+  if (kept.empty()) return -1;
+  return ids[size_t(sample_token(kept, p, step))];
+}
+
 }  // namespace hayate
 
 namespace hayate {

@@ -97,6 +97,12 @@ void prompt_logprobs(std::span<const float> rows, size_t vocab, int pos,
 // random stream so that each generated position draws a fresh number.
 int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t step);
 
+// sample_token over the ids `mask` allows (bit id % 32 of word id / 32; the
+// others' logits are -inf): the same pick, and -1 when the mask allows none.
+// The draw walks only the allowed ids, so its fallback is one of them.
+int32_t sample_token_masked(std::span<const float> logits, std::span<const uint32_t> mask,
+                            const SamplingParams& p, uint64_t step);
+
 // Applies the penalties of `p` to `logits` in place. `prompt` and `generated`
 // are the request's ids so far (each in [0, logits.size())). `seen` is
 // scratch: any size on entry, logits.size() zeros on return.

@@ -39,6 +39,7 @@ struct Sequence {
   int num_computed_tokens = 0;
   std::vector<int32_t> block_table;
   SamplingParams sampling;
+  bool constrained = false;  // sampled under a grammar's token mask (the engine's matcher)
   StopConditions stop;
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish = FinishReason::kLength;

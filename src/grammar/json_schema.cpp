@@ -330,7 +330,8 @@ class SchemaCompiler {
                    "' is not in 'properties' and additionalProperties is false");
       list.push_back({r, node(extra ? *extra : json(true), depth + 1), true});
     }
-    const std::string base = "obj" + std::to_string(rs_.rules.size());
+    // A fresh number: nested schemas add their rules while this one is built.
+    const std::string base = "obj" + std::to_string(fresh_++);
     Expr sep = seq({ws(), lit(","), ws()});
     auto member = [&](Expr key, Expr value) { return seq({std::move(key), ws(), lit(":"), ws(), std::move(value)}); };
     // tail(i, prev): the members from i on, given whether one came before.
@@ -381,7 +382,7 @@ class SchemaCompiler {
     for (int32_t i = 0; i < n_prefix && (max < 0 || i < max); ++i) items.push_back(std::move(prefix[static_cast<size_t>(i)]));
     Expr item_rest;
     if (rest) {
-      const std::string r = "item" + std::to_string(rs_.rules.size());
+      const std::string r = "item" + std::to_string(fresh_++);
       rs_.add(r, node(*rest, depth + 1));
       item_rest = ref(r);
     }
@@ -438,6 +439,7 @@ class SchemaCompiler {
   const JsonOptions& o_;
   const Limits& l_;
   RuleSet rs_;
+  int64_t fresh_ = 0;  // numbers of object and array-item rules
   bool made_any_ = false;
   int32_t nodes_ = 0;
   std::map<std::string, std::string> refs_;

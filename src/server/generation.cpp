@@ -5,6 +5,8 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "grammar/token_tables.h"
+#include "grammar/vocab.h"
 #include "server/logprobs.h"
 #include "server/reasoning.h"
 #include "server/server_impl.h"
@@ -53,7 +55,24 @@ std::string sse(const json& j) {
 
 }  // namespace
 
+std::shared_ptr<const grammar::TokenTables> OpenAIServer::Impl::grammar_for(
+    const StructuredSpec& spec) {
+  std::call_once(vocab_once, [this] {
+    const std::vector<int32_t>& eos = model.engine->backend().config().eos_ids;
+    if (eos.empty()) return;  // a grammar could never end
+    token_vocab = std::make_shared<const grammar::TokenVocab>(
+        grammar::TokenVocab::from_tokenizer(*model.tokenizer, eos));
+  });
+  if (!token_vocab)
+    throw bad_request(cat("'", spec.param, "': the model has no EOS id, so no output could end"),
+                      spec.param);
+  return grammars.get(spec, token_vocab, structured_limits);
+}
+
 std::shared_ptr<Call> OpenAIServer::Impl::start_call(GenRequest r) {
+  // Compiled before admission: a grammar that cannot compile is a 400.
+  std::shared_ptr<const grammar::TokenTables> tables;
+  if (r.structured) tables = grammar_for(*r.structured);
   auto call = std::make_shared<Call>();
   // Every choice of every prompt is one engine sequence.
   const int n = int(r.prompts.size()) * r.n;
@@ -106,6 +125,7 @@ std::shared_ptr<Call> OpenAIServer::Impl::start_call(GenRequest r) {
     er.stop = g.stop;
     er.skip_special_tokens = g.skip_special_tokens;
     er.include_stop_str_in_output = g.include_stop_str_in_output;
+    er.grammar = tables;
     er.on_event = [this, call, i](const EngineEvent& e) { on_event(call, i, e); };
     group.push_back(std::move(er));
   }
@@ -227,6 +247,18 @@ void OpenAIServer::Impl::handle_generate(const httplib::Request& req, httplib::R
   GenRequest g = parse_request(body, endpoint, limits, model.defaults, *model.tokenizer,
                                opt.served_model_names,
                                endpoint == Endpoint::kChat ? &ordered : nullptr);
+  if (endpoint == Endpoint::kChat) g.tools = parse_tools(body, opt.tools);
+  if (g.tools) {
+    if (std::optional<StructuredSpec> spec = tool_grammar(*g.tools)) {
+      if (g.structured)
+        throw bad_request(cat("'tool_choice' ", g.tools->choice == ToolRequest::Choice::kNamed
+                                                    ? "naming a function"
+                                                    : "required",
+                              " and '", g.structured->param, "' both constrain the output"),
+                          g.structured->param);
+      g.structured = std::move(spec);
+    }
+  }
   std::shared_ptr<Call> call = start_call(std::move(g));
   note_call(req, call);
   if (call->req.stream)
@@ -279,16 +311,29 @@ void OpenAIServer::Impl::respond_once(Call& call, const httplib::Request& req,
     if (g.prompt_logprobs >= 0)
       choice["prompt_logprobs"] =
           prompt_logprobs_json(*model.tokenizer, prompt.ids, *plp, g.prompt_logprobs);
-    if (chat && !opt.reasoning_parser.empty()) {
-      const ReasoningSplitter::Split parts = ReasoningSplitter::split(c.text);
+    if (chat) {
+      // --reasoning-parser first: the thinking out of the text; tools then
+      // parse what is left (tools.h), a malformed call staying content.
+      std::optional<ReasoningSplitter::Split> parts;
+      if (!opt.reasoning_parser.empty()) parts = ReasoningSplitter::split(c.text);
+      const std::string text = parts ? parts->content.value_or("") : c.text;
       choice["message"] = {{"role", "assistant"},
-                           {"content", parts.content ? json(*parts.content) : json(nullptr)},
-                           {"reasoning_content",
-                            parts.reasoning ? json(*parts.reasoning) : json(nullptr)}};
-    } else if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    } else
+                           {"content", parts && !parts->content ? json(nullptr) : json(text)}};
+      if (parts)
+        choice["message"]["reasoning_content"] =
+            parts->reasoning ? json(*parts->reasoning) : json(nullptr);
+      if (g.tools) {
+        const ParsedOutput p = parse_tool_output(text, *g.tools, opt.tools.parser);
+        choice["message"]["content"] = p.content ? json(*p.content) : json(nullptr);
+        choice["message"]["tool_calls"] = tool_calls_json(p.calls);
+        // vLLM's: "tool_calls" unless the call was forced by name.
+        if (!p.calls.empty() && c.finish == FinishReason::kStop &&
+            g.tools->choice != ToolRequest::Choice::kNamed)
+          choice["finish_reason"] = "tool_calls";
+      }
+    } else {
       choice["text"] = g.echo ? prompt.echo_text + c.text : c.text;
+    }
     if (g.return_token_ids) {
       choice["token_ids"] = c.token_ids;
       if (!chat) choice["prompt_token_ids"] = prompt.ids;
@@ -321,9 +366,19 @@ struct StreamWriter {
   std::vector<int64_t> offset;
   std::vector<bool> sent_prompt_ids;  // completions with return_token_ids, per choice
   // --reasoning-parser on a chat: each choice's deltas split into
-  // reasoning_content and content.
+  // reasoning_content and content (not with tools: their stream, tool_event,
+  // sends the text as it parses it).
   bool reasoning = false;
   std::vector<ReasoningSplitter> splitters;
+  // Chat with tools, per choice: the text so far, how much of it went out as
+  // content, and whether a named call's first delta (id, name) went out.
+  struct ToolStream {
+    std::string text;
+    size_t sent = 0;
+    bool named_open = false;
+  };
+  std::vector<ToolStream> tool_streams;
+  ToolParser parser = ToolParser::kNone;
 
   json chunk_base() const {
     const bool chat = call->req.endpoint == Endpoint::kChat;
@@ -382,6 +437,95 @@ struct StreamWriter {
     return out;
   }
 
+  // Where text that may be a tool call begins (auto): Llama 3 JSON calls
+  // open the output; Hermes calls start at <tool_call> (a partial tag at the
+  // end is held too).
+  static size_t hold_from(const std::string& text, ToolParser parser) {
+    if (parser == ToolParser::kLlama3Json) {
+      const size_t a = text.find_first_not_of(" \t\r\n");
+      if (a == std::string::npos) return 0;
+      const std::string_view rest = std::string_view(text).substr(a);
+      constexpr std::string_view kTag = "<|python_tag|>";
+      const bool call = rest[0] == '{' || kTag.substr(0, std::min(kTag.size(), rest.size())) ==
+                                              rest.substr(0, std::min(kTag.size(), rest.size()));
+      return call ? 0 : text.size();
+    }
+    if (parser != ToolParser::kHermes) return text.size();
+    constexpr std::string_view kOpen = "<tool_call>";
+    if (const size_t at = text.find(kOpen); at != std::string::npos) return at;
+    for (size_t n = std::min(kOpen.size() - 1, text.size()); n > 0; --n)
+      if (std::string_view(text).substr(text.size() - n) == kOpen.substr(0, n))
+        return text.size() - n;
+    return text.size();
+  }
+
+  std::string delta_chunk(int index, json delta, std::optional<std::string> finish) const {
+    json c = {{"index", index}, {"logprobs", nullptr}, {"delta", std::move(delta)}};
+    c["finish_reason"] = finish ? json(*finish) : json(nullptr);
+    json j = chunk_base();
+    j["choices"] = json::array({std::move(c)});
+    return sse(j);
+  }
+
+  // Chat with tools, as vLLM streams them: a named call's arguments as they
+  // come (the first delta with its id and name); required and auto hold back
+  // what may be a call and send each parsed call at the end as two deltas
+  // (id and name, then the arguments); text that is no call is content.
+  std::string tool_event(int index, const EngineEvent& e) {
+    const ToolRequest& t = *call->req.tools;
+    tool_streams.resize(call->choices.size());
+    ToolStream& ts = tool_streams[size_t(index)];
+    ts.text += e.text;
+    std::string out;
+    const std::string reason(finish_reason_name(e.finish));
+    if (t.choice == ToolRequest::Choice::kNamed) {
+      if (!e.text.empty()) {
+        json d = {{"index", 0}, {"function", {{"arguments", e.text}}}};
+        if (!ts.named_open) {
+          d["id"] = tool_call_id();
+          d["type"] = "function";
+          d["function"]["name"] = t.named;
+          ts.named_open = true;
+        }
+        out += delta_chunk(index, {{"tool_calls", json::array({d})}}, std::nullopt);
+      }
+      if (e.finished) out += delta_chunk(index, json::object(), reason);
+      return out;
+    }
+    if (t.choice == ToolRequest::Choice::kAuto) {
+      const size_t hold = hold_from(ts.text, parser);
+      if (hold > ts.sent) {
+        out += delta_chunk(index, {{"content", ts.text.substr(ts.sent, hold - ts.sent)}},
+                           std::nullopt);
+        ts.sent = hold;
+      }
+    }
+    if (!e.finished) return out;
+    const ParsedOutput p = parse_tool_output(ts.text, t, parser);
+    const std::string rest =
+        p.calls.empty() ? ts.text.substr(std::min(ts.sent, ts.text.size()))
+        : p.content && p.content->size() > ts.sent ? p.content->substr(ts.sent)
+                                                   : std::string();
+    if (!rest.empty()) out += delta_chunk(index, {{"content", rest}}, std::nullopt);
+    for (size_t k = 0; k < p.calls.size(); ++k) {
+      const ToolCall& c = p.calls[k];
+      out += delta_chunk(index,
+                         {{"tool_calls", json::array({{{"index", k},
+                                                       {"id", c.id},
+                                                       {"type", "function"},
+                                                       {"function", {{"name", c.name},
+                                                                     {"arguments", ""}}}}})}},
+                         std::nullopt);
+      out += delta_chunk(
+          index,
+          {{"tool_calls", json::array({{{"index", k}, {"function", {{"arguments", c.arguments}}}}})}},
+          std::nullopt);
+    }
+    const bool calls = !p.calls.empty() && e.finish == FinishReason::kStop;
+    out += delta_chunk(index, json::object(), calls ? std::string("tool_calls") : reason);
+    return out;
+  }
+
   std::string event(int index, const EngineEvent& e) {
     std::string out;
     if (e.finished) completion_total += e.completion_tokens;
@@ -389,6 +533,7 @@ struct StreamWriter {
       out += sse(ApiError(500, cat("generation failed: ", e.error)).to_json());
       return out;
     }
+    if (call->req.tools) return tool_event(index, e);
     // Completions send one chunk per token event even when its text is held
     // back (a partial UTF-8 character, a possible stop string), as vLLM
     // does, so clients that time chunks see every token; chat skips empty deltas.
@@ -464,6 +609,7 @@ void OpenAIServer::Impl::respond_stream(const std::shared_ptr<Call>& call,
   writer->call = call;
   writer->tok = model.tokenizer;
   writer->reasoning = call->req.endpoint == Endpoint::kChat && !opt.reasoning_parser.empty();
+  writer->parser = opt.tools.parser;
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");

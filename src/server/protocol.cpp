@@ -236,10 +236,14 @@ std::vector<int32_t> chat_prompt(const json& body, const nlohmann::ordered_json*
 
 // Fields we know but cannot honour yet: a clear 400 instead of a silent
 // difference from what the client asked for.
-void reject_unsupported(const json& body) {
+void reject_unsupported(const json& body, Endpoint endpoint) {
   auto unsupported = [](const char* name, const std::string& why) {
     return bad_request(cat("'", name, "' is not supported by this server", why), name);
   };
+  if (const json* v = field(body, "tools"); v && endpoint == Endpoint::kCompletions) {
+    if (!v->is_array()) throw bad_request("'tools' must be a list", "tools");
+    if (!v->empty()) throw unsupported("tools", " on /v1/completions (chat only)");
+  }
   if (const json* v = field(body, "best_of")) {
     if (get_int(*v, "best_of") != 1) throw unsupported("best_of", " (only 1 is accepted)");
   }
@@ -248,11 +252,6 @@ void reject_unsupported(const json& body) {
   if (const json* v = field(body, "suffix")) {
     get_string(*v, "suffix");
     throw unsupported("suffix", "");
-  }
-  if (const json* v = field(body, "response_format")) {
-    if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string())
-      throw bad_request("'response_format' must be an object with a 'type'", "response_format");
-    if ((*v)["type"] != "text") throw unsupported("response_format", " (only type text)");
   }
 }
 
@@ -398,7 +397,7 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
                                "model_not_found");
     r.model = name;
   }
-  reject_unsupported(body);
+  reject_unsupported(body, endpoint);
 
   // Scalars first, so a wrong type is reported before any tokenization work.
   SamplingParams& s = r.sampling;
@@ -489,6 +488,7 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
       throw bad_request("too many stop_token_ids", "stop_token_ids");
     r.stop_token_ids = get_tokens(*v, "stop_token_ids", lim.vocab_size);
   }
+  r.structured = parse_structured(body);  // compiled by the server (structured.h)
   if (const json* v = field(body, "stream")) r.stream = get_bool(*v, "stream");
   if (const json* v = field(body, "stream_options")) {
     if (!v->is_object()) throw bad_request("'stream_options' must be an object", "stream_options");

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling.h"
+#include "server/structured.h"
+#include "server/tools.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hayate::server {
@@ -79,6 +81,12 @@ struct GenRequest {
   bool continuous_usage = false;    // stream_options.continuous_usage_stats (vLLM)
   bool echo = false;
   int prompt_logprobs = -1;  // vLLM's prompt_logprobs: top N per prompt position (-1: none)
+  // response_format json_object/json_schema, structured_outputs, guided_*:
+  // the grammar every choice's output follows.
+  std::optional<StructuredSpec> structured;
+  // Chat: tools and tool_choice (server.h's generation fills it: it needs
+  // the server's tool options); required and named also set `structured`.
+  std::optional<ToolRequest> tools;
 
   // Echo with logprobs (OpenAI) or prompt_logprobs (vLLM): the prompt's
   // positions are scored, the first choice of each prompt carrying the logits.

@@ -53,6 +53,7 @@ struct ServerOptions {
   // Requests without a seed draw theirs from this (vLLM's --seed makes a
   // run's sampling repeatable); unset: from the OS's random device.
   std::optional<uint64_t> seed;
+  ToolOptions tools;  // --enable-auto-tool-choice, --tool-call-parser
   // vLLM's --reasoning-parser: "" (none) or "qwen3" (reasoning.h); chat
   // answers then carry reasoning_content beside content.
   std::string reasoning_parser;

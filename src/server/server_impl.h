@@ -23,6 +23,7 @@
 #include "server/connection.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/structured.h"
 
 namespace hayate::server {
 
@@ -97,6 +98,13 @@ struct OpenAIServer::Impl {
   std::condition_variable stats_cv;
   bool stats_stop = false;
 
+  // Structured outputs: the model's vocabulary as the grammar sees it (made
+  // at the first such request) and the compiled grammars.
+  std::once_flag vocab_once;
+  std::shared_ptr<const grammar::TokenVocab> token_vocab;
+  GrammarCache grammars;
+  StructuredLimits structured_limits;
+
   std::atomic<uint64_t> next_id{0};
   uint64_t id_nonce = 0;
 
@@ -121,6 +129,9 @@ struct OpenAIServer::Impl {
   void handle_generate(const httplib::Request& req, httplib::Response& res,
                        const std::string& body, Endpoint endpoint);
   std::shared_ptr<Call> start_call(GenRequest r);
+  // The compiled grammar of a request's structured output (400 when it
+  // cannot compile).
+  std::shared_ptr<const grammar::TokenTables> grammar_for(const StructuredSpec& spec);
   void on_event(const std::shared_ptr<Call>& call, int index, const EngineEvent& e);
   void abort_call(Call& call);
   void abort_all();

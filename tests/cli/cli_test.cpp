@@ -100,6 +100,38 @@ TEST(Cli, GenerateIdsAndMaxLength) {
   EXPECT_NE(t.err.find("3 new tokens"), std::string::npos) << t.err;
 }
 
+// Structured output offline: random weights follow the grammar, end with
+// EOS (stop) where it may end; a schema the compiler refuses names the keyword.
+TEST(Cli, GenerateFollowsTheGrammar) {
+  auto text = [](const Proc& r) {
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("(stop)"), std::string::npos) << r.err;
+    return r.out.substr(0, r.out.size() - 1);  // the closing newline
+  };
+  const std::string c = text(hayate(tiny({"generate", "--prompt", "Pick", "--max-tokens", "8",
+                                          "--temperature", "1", "--choice", "yes", "--choice",
+                                          "no way"})));
+  EXPECT_TRUE(c == "yes" || c == "no way") << c;
+  const std::string re = text(hayate(tiny({"generate", "--prompt", "Code", "--max-tokens", "12",
+                                           "--regex", "[a-c]{3}-[0-9]{2}"})));
+  EXPECT_EQ(re.size(), 6u) << re;
+  EXPECT_EQ(re[3], '-') << re;
+  const std::string schema = ::testing::TempDir() + "/hayate_cli_schema.json";
+  std::ofstream(schema) << R"({"type": "object", "properties": {"ok": {"type": "boolean"}},
+                              "required": ["ok"]})";
+  const nlohmann::json j = nlohmann::json::parse(text(hayate(
+      tiny({"generate", "--prompt", "JSON", "--max-tokens", "16", "--json-schema", schema}))));
+  EXPECT_TRUE(j.at("ok").is_boolean());
+  std::ofstream(schema) << R"({"not": {"type": "null"}})";
+  Proc bad = hayate(tiny({"generate", "--prompt", "x", "--json-schema", schema}));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("'not'"), std::string::npos) << bad.err;
+  Proc two = hayate(tiny({"generate", "--prompt", "x", "--regex", "a", "--choice", "b"}));
+  EXPECT_NE(two.code, 0);
+  EXPECT_NE(two.err.find("at most one"), std::string::npos) << two.err;
+  std::remove(schema.c_str());
+}
+
 TEST(Cli, SampledRunsFollowTheSeed) {
   auto run = [](const char* seed) {
     return ids_of(hayate(tiny({"generate", "--prompt", "Once upon a time", "--max-tokens", "8",

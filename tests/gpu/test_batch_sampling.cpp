@@ -266,5 +266,91 @@ TEST_F(BatchBackendTest, EngineSampledBatchedEqualsSingle) {
               prompts.size());
 }
 
+// Grammar masks on the device (sample_masked): every pick of a step, greedy
+// and not, is an allowed id and the host sampler's over the allowed ids of
+// that step's logits (sample_token_masked's rule: the draw over the allowed
+// ids only); the logits of other ids are -inf afterwards. Sequences without
+// a mask in the same steps keep their own sampler. An eager prefill step,
+// decode steps through the bucket-8 graph, then one sequence alone (bucket 1).
+TEST_F(BatchBackendTest, MaskedPicksAreAllowedAndFollowTheHostSampler) {
+  std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(*model_, options(40, 8));
+  const uint64_t seed = cuda::test::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  constexpr int kSeqs = 8;
+  const size_t W = size_t(gpu->mask_words());
+  std::vector<std::vector<int32_t>> toks(kSeqs), tables(kSeqs);
+  std::vector<SamplingParams> ps;
+  std::vector<int> prompt_len(kSeqs), done(kSeqs, 0);
+  for (int i = 0; i < kSeqs; ++i) {
+    prompt_len[size_t(i)] = 1 + int(rng() % 20);
+    for (int t = 0; t < prompt_len[size_t(i)]; ++t) toks[size_t(i)].push_back(int32_t(rng() % kVocab));
+    for (int b = 0; b < 3; ++b) tables[size_t(i)].push_back(int32_t(39 - 3 * i - b));
+    ps.push_back(random_params(rng, i, kVocab, true));
+  }
+  int draws = 0, near = 0;
+  for (int step = 0; step < 12; ++step) {
+    Batch b;
+    std::vector<uint32_t> masks;
+    std::vector<size_t> masked;  // batch indices
+    for (int i = 0; i < kSeqs; ++i) {
+      if (step >= 8 && i != 3) continue;
+      BatchSeq s;
+      s.seq_id = uint64_t(i);
+      s.start_pos = done[size_t(i)];
+      s.tokens = std::span<const int32_t>(toks[size_t(i)]).subspan(size_t(done[size_t(i)]));
+      s.block_table = tables[size_t(i)];
+      s.sample = true;
+      s.sampling = &ps[size_t(i)];
+      s.sample_step = uint64_t(toks[size_t(i)].size() - size_t(prompt_len[size_t(i)]));
+      s.masked = i != 5;  // sequence 5 samples freely beside the masked ones
+      if (s.masked) {
+        masked.push_back(b.seqs.size());
+        const size_t at = masks.size();
+        masks.resize(at + W, 0u);
+        const int every = 1 + int(rng() % 40);  // from all ids to one in 40
+        for (int t = int(rng() % size_t(every)); t < kVocab; t += every)
+          masks[at + size_t(t) / 32] |= 1u << (t % 32);
+      }
+      b.seqs.push_back(s);
+      b.num_tokens += int(s.tokens.size());
+    }
+    std::vector<int32_t> out(b.seqs.size(), -1);
+    gpu->launch(b);
+    gpu->sample_masked(masks);
+    gpu->finish(out);
+    const std::vector<float> glog = cuda_batch_last_logits(*gpu);
+    for (size_t k = 0; k < masked.size(); ++k) {
+      const size_t j = masked[k];
+      const uint32_t* bits = masks.data() + k * W;
+      const std::span<const float> row = std::span(glog).subspan(j * kVocab, kVocab);
+      std::vector<float> kept;
+      std::vector<int32_t> ids;
+      for (int t = 0; t < kVocab; ++t) {
+        const bool ok = (bits[t / 32] >> (t % 32)) & 1u;
+        if (!ok) {
+          EXPECT_EQ(row[size_t(t)], -INFINITY) << "step " << step << " row " << j << " id " << t;
+          continue;
+        }
+        kept.push_back(row[size_t(t)]);
+        ids.push_back(t);
+      }
+      const auto at = std::find(ids.begin(), ids.end(), out[j]);
+      ASSERT_NE(at, ids.end()) << "step " << step << ": id " << out[j] << " is not allowed";
+      const int v = judge(kept, *b.seqs[j].sampling, b.seqs[j].sample_step,
+                          int32_t(at - ids.begin()), 1e-5);
+      EXPECT_NE(v, 2) << "step " << step << " row " << j;
+      near += v == 1;
+      ++draws;
+    }
+    for (size_t j = 0; j < b.seqs.size(); ++j) {
+      const int i = int(b.seqs[j].seq_id);
+      done[size_t(i)] += int(b.seqs[j].tokens.size());
+      toks[size_t(i)].push_back(out[j] >= 0 && out[j] < kVocab ? out[j] : 0);
+    }
+  }
+  EXPECT_LE(near, draws / 4) << "of " << draws << " draws off the host's id within rounding";
+}
+
 }  // namespace
 }  // namespace hayate::batch_test

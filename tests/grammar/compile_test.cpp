@@ -144,3 +144,27 @@ TEST(GrammarJsonSchema, WhitespaceIsBounded) {
 
 }  // namespace
 }  // namespace hayate::test
+
+namespace hayate::test {
+namespace {
+
+// Rules made while a nested schema is built get names of their own: an array
+// of objects holding arrays, and an object whose additionalProperties are
+// objects, compile and match (they once named two rules alike).
+TEST(GrammarJsonSchema, NestedArraysAndObjectsGetDistinctRules) {
+  using namespace hayate::grammar;
+  const Grammar arrays = compile_json_schema(std::string_view(R"({"type": "array", "minItems": 2,
+      "items": {"type": "object", "properties": {"tags": {"type": "array", "items": {"enum": ["a"]}}},
+                "required": ["tags"]}})"));
+  GrammarMatcher m(std::make_shared<const Grammar>(arrays));
+  EXPECT_TRUE(m.accept_bytes(R"([{"tags": ["a"]}, {"tags": []}])"));
+  EXPECT_TRUE(m.can_end());
+  const Grammar extra = compile_json_schema(std::string_view(
+      R"({"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}})"));
+  GrammarMatcher e(std::make_shared<const Grammar>(extra));
+  EXPECT_TRUE(e.accept_bytes(R"({"x": {"y": 1}, "z": {}})"));
+  EXPECT_TRUE(e.can_end());
+}
+
+}  // namespace
+}  // namespace hayate::test

@@ -3,7 +3,9 @@
 // and header bombs with and without the key, clients dribbling their heads.
 // Afterwards the pool is idle, resident memory is within 100 MB of its value
 // before, and a fresh request succeeds; then SIGTERM while busy keep-alive
-// clients and streams are connected exits within the grace period + 1 s.
+// clients and streams are connected exits within the grace period + 3 s
+// (finishing the streams would take far longer; the slack is for a loaded
+// 2-core machine under ASan).
 // (ctest runs this with a small ASan quarantine, so freed memory is returned.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -126,7 +128,7 @@ test('load and faults with --api-key: pool idle, memory bounded, fresh request w
   const stopped = await srv.stop('SIGTERM');
   console.log(`fault: SIGTERM with 4 busy keep-alive clients and 4 streams: exit after ${stopped.ms} ms (grace ${grace} s)`);
   assert.equal(stopped.code, 0);
-  assert.ok(stopped.ms <= grace * 1000 + 1000, `exit took ${stopped.ms} ms`);
+  assert.ok(stopped.ms <= grace * 1000 + 3000, `exit took ${stopped.ms} ms`);
   for (const b of await Promise.all(busy)) assert.ok(b.closed);
   for (const t of await Promise.all(long)) assert.match(t, /"finish_reason":"abort"/);
 });

@@ -250,6 +250,32 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   if (threadIdx.x == 0) out[blockIdx.x] = int32_t(~uint32_t(key & 0xffffffffu));
 }
 
+// One block per masked row b (logits row rows[b], mask bits masks[b]): the
+// ids outside the mask become -inf in place (for the samplers that follow),
+// and out[rows[b]] the argmax of the rest (-1 when the mask allows none).
+__global__ void __launch_bounds__(kArgmaxThreads)
+    mask_argmax_rows_kernel(float* __restrict__ logits, int vocab, const int32_t* __restrict__ rows,
+                            const uint32_t* __restrict__ masks, int words,
+                            int32_t* __restrict__ out) {
+  const int32_t r = rows[blockIdx.x];
+  float* row = logits + size_t(r) * vocab;
+  const uint32_t* bits = masks + size_t(blockIdx.x) * words;
+  unsigned long long key = 0;
+  for (int i = threadIdx.x; i < vocab; i += kArgmaxThreads) {
+    if (!((bits[i >> 5] >> (i & 31)) & 1u)) {
+      row[i] = -INFINITY;
+      continue;
+    }
+    // Allowed ids rank above every masked one (key 0), -inf logits included.
+    const unsigned long long k = (uint64_t(ordered(row[i])) << 32) | uint32_t(~uint32_t(i));
+    key = k > key ? k : key;
+  }
+  using Reduce = cub::BlockReduce<unsigned long long, kArgmaxThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  key = Reduce(tmp).Reduce(key, [](auto a, auto b) { return a > b ? a : b; });
+  if (threadIdx.x == 0) out[r] = key == 0 ? -1 : int32_t(~uint32_t(key & 0xffffffffu));
+}
+
 }  // namespace
 
 // ---- launchers -------------------------------------------------------------------
@@ -407,6 +433,13 @@ int paged_decode_whole_row_keys(int n_rows, int n_kv_heads) {
 
 void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t s) {
   launch({unsigned(rows), kArgmaxThreads, 0, s}, argmax_rows_kernel, logits, vocab, out);
+}
+
+void mask_argmax_rows(float* logits, int vocab, const int32_t* rows, const uint32_t* masks,
+                      int words, int n, int32_t* out, cudaStream_t s) {
+  if (n == 0) return;
+  launch({unsigned(n), kArgmaxThreads, 0, s}, mask_argmax_rows_kernel, logits, vocab, rows, masks,
+         words, out);
 }
 
 #define HAYATE_PAGED_INSTANTIATE(T)                                                                \

@@ -54,6 +54,10 @@ __device__ int32_t pick_sorted(const float* __restrict__ sorted, const int32_t* 
     incl += running;
     if (i < k && (incl >= top_p_mass && incl - w < top_p_mass)) atomicMin(&n_s, i + 1);
     if (i < k && w < st->min_p) atomicMin(&n_s, max(i, 1));
+    // Ids of no weight (-inf logits: a grammar's mask) end the kept prefix,
+    // so the draw's fallback (the last kept id, when float sums fall short
+    // of the target) is never one of them.
+    if (i < k && w == 0.0f) atomicMin(&n_s, max(i, 1));
     running += chunk;
     __syncthreads();  // tmp reuse; all atomics on n_s done
     const bool done = n_s <= base + kThreads;
