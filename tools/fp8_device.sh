@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # FP8 on the GPU machine, in one call: the fp8 gpu suite and the suites the
 # change touches, the 8B check against transformers with the same fake
-# quantization (tools/hf_8b_check.py), and dummy:llama-3.1-8b in fp16 and fp8
-# through the article's trial and the throughput presets, the two runs of
-# each benchmark back to back (ROUNDS rounds). Logs and JSON under $OUT,
-# a summary last.
+# quantization (tools/hf_8b_check.py), and dummy:llama-3.1-8b in fp16, fp8
+# and fp8 with the e4m3 KV cache through the article's trial and the
+# throughput presets, the variants of each benchmark back to back (ROUNDS
+# rounds). Logs and JSON under $OUT, a summary last.
 #
 # Usage, from the repository root on the GPU machine:
 #   tools/fp8_device.sh BINDIR [STEPS]
 # BINDIR: tools/pack_device.sh's folder (hayate, tests/gpu/*, bench/kernels/hf_check_dump, lib/).
 # STEPS: any of tests,hf,bench (default all). Environment: OUT (default out/fp8),
-#   ROUNDS (default 1), PRESETS (default max-load-128 llmib-128-b64 llmib-1024-b64),
-#   KV (extra flags of the fp8 runs, e.g. "--kv-cache-dtype fp8").
+#   ROUNDS (default 1), TESTS (the gpu suites), BENCHES (words PRESET:VARIANTS,
+#   PRESET `same` the article's trial, VARIANTS of none (fp16), fp8
+#   (--quantization fp8), fp8kv (and --kv-cache-dtype fp8).
 set -uo pipefail
 BIN=${1:?BINDIR}
 STEPS=${2:-tests,hf,bench}
 OUT=${OUT:-out/fp8}
 ROUNDS=${ROUNDS:-1}
-PRESETS=${PRESETS:-max-load-128 llmib-128-b64 llmib-1024-b64}
+TESTS=${TESTS:-gpu_fp8_tests gpu_paged_attention_tests gpu_batch_tests gpu_forward_tests}
+BENCHES=${BENCHES:-same:none,fp8 max-load-128:none,fp8,fp8kv llmib-128-b64:none,fp8 llmib-1024-b64:none,fp8,fp8kv}
 MODEL=dummy:llama-3.1-8b
 mkdir -p "$OUT/json" "$OUT/logs"
 root=$(pwd)
@@ -34,7 +36,7 @@ summary="$OUT/summary.txt"
 nvidia-smi >"$OUT/logs/nvidia_smi.txt" 2>&1
 
 if has tests; then
-  for t in gpu_fp8_tests gpu_forward_tests gpu_kernel_tests; do
+  for t in $TESTS; do
     timeout 300 "$BIN/tests/gpu/$t" --gtest_brief=1 >"$OUT/logs/$t.log" 2>&1
     echo "$t rc $?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/logs/$t.log" | tr '\n' ' ')" >>"$summary"
     grep -E "^\[  FAILED  \]|^fp8 " "$OUT/logs/$t.log" >>"$summary"
@@ -55,21 +57,26 @@ run() {
   local name=$1 q=$2
   shift 2
   local extra=()
-  [ "$q" = fp8 ] && extra=(--quantization fp8 ${KV:-})
+  [ "$q" = fp8 ] && extra=(--quantization fp8)
+  [ "$q" = fp8kv ] && extra=(--quantization fp8 --kv-cache-dtype fp8)
   local t0=$SECONDS
   timeout -k 10 240 "$BIN/hayate" bench --model "$MODEL" "$@" "${extra[@]}" \
     --json "$OUT/json/$name-$q.json" >"$OUT/logs/$name-$q.log" 2>&1
   local rc=$?
-  echo "$name $q rc=$rc $((SECONDS - t0))s: $(grep -E 'tok/s|mean|ms/token|decode' "$OUT/logs/$name-$q.log" | head -3 | tr '\n' ' ')" >>"$summary"
+  echo "$name $q rc=$rc $((SECONDS - t0))s: $(grep -E 'tok/s|mean|ms/token|decode|KV pool|load' "$OUT/logs/$name-$q.log" | head -5 | tr '\n' ' ')" >>"$summary"
 }
 
 if has bench; then
   for r in $(seq 1 "$ROUNDS"); do
-    for q in none fp8; do
-      run "same-r$r" "$q" --prompts same --runs 10 --warmup 1 --explain
-    done
-    for p in $PRESETS; do
-      for q in none fp8; do run "$p-r$r" "$q" --mode throughput --preset "$p"; done
+    for b in $BENCHES; do
+      p=${b%%:*}
+      for q in $(echo "${b#*:}" | tr ',' ' '); do
+        if [ "$p" = same ]; then
+          run "same-r$r" "$q" --prompts same --runs 10 --warmup 1 --explain
+        else
+          run "$p-r$r" "$q" --mode throughput --preset "$p"
+        fi
+      done
     done
   done
   "$BIN/hayate" report "$OUT"/json/*.json >"$OUT/report.txt" 2>&1

@@ -104,6 +104,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                  o.max_num_batched_tokens);
     HAYATE_CHECK(o.gpu_memory_fraction > 0.0 && o.gpu_memory_fraction <= 1.0,
                  "--gpu-memory-fraction must be in (0, 1], got ", o.gpu_memory_fraction);
+    kv8_ = o.kv_cache_dtype == KvCacheDtype::kFp8;
+    HAYATE_CHECK(!kv8_ || kv_fp8_head_dim_supported(c_.head_dim), "--kv-cache-dtype fp8: head_dim ",
+                 c_.head_dim, " is not supported by the e4m3 attention kernels (32, 64, 128)");
     HAYATE_CHECK(paged_shape_supported(c_.num_heads, c_.num_kv_heads, c_.head_dim),
                  "the batched cuda backend needs head_dim 32, 64 or 128 and at most ",
                  kPagedMaxGroup, " query heads per kv head (got head_dim ", c_.head_dim, ", ",
@@ -122,8 +125,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     max_blocks_ = (max_model_len_ + block_size_ - 1) / block_size_;
     n_splits_ = std::min(kMaxSplits, (max_model_len_ + 511) / 512);
 
-    HAYATE_CHECK(o.kv_cache_dtype == KvCacheDtype::kAuto,
-                 "--kv-cache-dtype fp8: the cuda backend's KV pool holds the compute dtype only");
+    for (int l = 0; l < c_.num_layers; ++l) {  // the checkpoint's, else 1.0 (vLLM's default)
+      const bool ck = size_t(l) < model.k_scales.size();
+      k_scales_.push_back(ck ? model.k_scales[size_t(l)] : 1.0f);
+      v_scales_.push_back(ck ? model.v_scales[size_t(l)] : 1.0f);
+    }
     sampler_ = o.switches.sampler;
     int major = 0;  // the persistent kernel is sm_90 (bulk copies, mbarriers)
     HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, o.device));
@@ -138,13 +144,14 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     gemm_ = std::make_unique<BatchGemm<T>>(o.switches.gemm, s_);
     paged_attention_init();
 
-    if (model.quant.fp8()) {  // W8A8 needs FP8 tensor cores and the fused norm's bound
+    if (model.quant.fp8() || kv8_) {  // FP8 tensor cores (and conversions); the fused norm's bound
       int minor = 0;
       HAYATE_CUDA_CHECK(
           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, o.device));
-      HAYATE_CHECK(major * 10 + minor >= 89, "FP8 (", model.quant.describe(),
-                   ") needs a GPU with FP8 tensor cores (sm_89 or newer); this one is sm_", major,
-                   minor);
+      check_fp8_capability(major, minor,
+                           model.quant.fp8() ? model.quant.describe() : "--kv-cache-dtype fp8");
+    }
+    if (model.quant.fp8()) {
       HAYATE_CHECK(rmsnorm_fp8_supported(c_.hidden_size), "FP8: hidden size ", c_.hidden_size,
                    " exceeds what the fused RMSNorm + quantization kernel holds");
     }
@@ -152,6 +159,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     // FP8 with Qwen3's q/k norms: no instantiation of the persistent kernel
     // (each one is compile time); bucket 1 runs the batched path.
     if (w_.fp8) persistent_ = persistent_ && persistent_decode_fp8_supported() && !c_.qk_norm;
+    // The persistent kernel's attention reads T pools: e4m3 ones run bucket 1
+    // on the batched path (GEMVs or cuBLAS, split or one-pass attention).
+    persistent_ = persistent_ && !kv8_;
     alloc_workspace();
     gemm_->tune_model(c_, w_.layers[0], w_.lm_head, max_tokens_, max_seqs_,
                       {xn_, attn_, last_, big_, h_, logits_, xq_, xs_});
@@ -295,8 +305,13 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       for (const BlockCopy& c : batch.copies) pairs.insert(pairs.end(), {c.src, c.dst});
       const int64_t elems = int64_t(block_size_) * c_.kv_dim();
       const int n = int(batch.copies.size());
-      copy_blocks(k_pool_.as<T>(), c_.num_layers, num_blocks_ + 1, elems, pairs.data(), n, s_);
-      copy_blocks(v_pool_.as<T>(), c_.num_layers, num_blocks_ + 1, elems, pairs.data(), n, s_);
+      if (kv8_) {
+        copy_blocks(k_pool_.as<KvFp8>(), c_.num_layers, num_blocks_ + 1, elems, pairs.data(), n, s_);
+        copy_blocks(v_pool_.as<KvFp8>(), c_.num_layers, num_blocks_ + 1, elems, pairs.data(), n, s_);
+      } else {
+        copy_blocks(k_pool_.as<T>(), c_.num_layers, num_blocks_ + 1, elems, pairs.data(), n, s_);
+        copy_blocks(v_pool_.as<T>(), c_.num_layers, num_blocks_ + 1, elems, pairs.data(), n, s_);
+      }
     }
     const int S = int(batch.seqs.size()), T_ = batch.num_tokens;
     const bool use_graph = batch.all_decode();
@@ -532,9 +547,25 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     int attn_keys = 0;         // split attention's grid for rows of <= this many keys (0: all)
   };
 
+  // Layer l's pools and shape: f(kp, vp, sh) with kp, vp the layer's K and V
+  // pools [blocks, bs, kv_dim] typed T or KvFp8 (e4m3, the layer's scales in
+  // sh), the one place where the pool's element type becomes a type.
+  template <typename F>
+  void with_kv(int l, F&& f) {
+    PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
+    const size_t off = size_t(l) * size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
+    if (kv8_) {
+      sh.k_scale = k_scales_[size_t(l)];
+      sh.v_scale = v_scales_[size_t(l)];
+      f(k_pool_.as<KvFp8>() + off, v_pool_.as<KvFp8>() + off, sh);
+    } else {
+      f(k_pool_.as<T>() + off, v_pool_.as<T>() + off, sh);
+    }
+  }
+
   // The decode rows' attention and the prefill tiles' (ATT [rows, qd] in T).
-  void attend(const StepPlan& p, const T* kp, const T* vp) {
-    const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
+  template <typename KV>
+  void attend(const StepPlan& p, const PagedShape& sh, const KV* kp, const KV* vp) {
     const PagedMeta meta{d_pos_, d_seq_, d_tables_};
     if (p.n_dec > 0 && p.short_attn)  // one pass, no split
       paged_attention_decode_short(q_, kp, vp, sh, meta, p.dec_rows, p.n_dec, attn_, s_);
@@ -550,9 +581,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const int D = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
     const int qd = c_.q_dim(), qkvd = c_.qkv_dim(), rows = p.rows;
     const float eps = c_.rms_norm_eps;
-    const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
     const PagedMeta meta{d_pos_, d_seq_, d_tables_};
-    const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
     // QKV and gate/up in T where cuBLASLt runs them (GEMV rows stay fp32).
     const bool t_out = gemm_->t_out() && rows > p.mm.gemv_rows;
     T* big_t = reinterpret_cast<T*>(big_);
@@ -568,17 +597,18 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     }
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
-      T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;  // [blocks, bs, kv_dim]
-      T* vp = v_pool_.as<T>() + size_t(l) * layer_elems;
       rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);  // XN [rows, D]
-      if (t_out) {
-        (*gemm_)(L.wqkv, xn_, rows, qkvd, D, big_t, false);               // QKV [rows, qkv] T
-        paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));  // Q; K, V -> pool
-      } else {
-        matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, p.mm);            // QKV [rows, qkv]
-        paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));  // Q; K, V -> pool
-      }
-      attend(p, kp, vp);                                  // ATT [rows, qd]
+      if (t_out)
+        (*gemm_)(L.wqkv, xn_, rows, qkvd, D, big_t, false);  // QKV [rows, qkv] T
+      else
+        matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, p.mm);  // QKV [rows, qkv]
+      with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
+        if (t_out)  // Q roped (biases, q/k norms first); K, V -> pool
+          paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
+        else
+          paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
+        attend(p, sh, kp, vp);  // ATT [rows, qd]
+      });
       matmul(L.wo, attn_, rows, D, qd, h_, 1.0f, p.mm);   // H += ATT Wo^T
       rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);     // XN [rows, D]
       if (t_out) {
@@ -601,18 +631,17 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const int D = c_.hidden_size, I = c_.intermediate_size;
     const int qd = c_.q_dim(), qkvd = c_.qkv_dim(), rows = p.rows;
     const float eps = c_.rms_norm_eps;
-    const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
     const PagedMeta meta{d_pos_, d_seq_, d_tables_};
-    const size_t layer_elems = size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
     T* big_t = reinterpret_cast<T*>(big_);
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
-      T* kp = k_pool_.as<T>() + size_t(l) * layer_elems;  // [blocks, bs, kv_dim]
-      T* vp = v_pool_.as<T>() + size_t(l) * layer_elems;
       rmsnorm_fp8(h_, L.attn_norm, rows, D, eps, L.qkv8.input_scale, xq_, xs_, s_);  // XQ [rows, D]
-      gemm_->fp8(L.qkv8, xq_, xs_, rows, qkvd, D, big_t, false);         // QKV [rows, qkv] T
-      paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));  // Q; K, V -> pool
-      attend(p, kp, vp);                                                 // ATT [rows, qd]
+      gemm_->fp8(L.qkv8, xq_, xs_, rows, qkvd, D, big_t, false);  // QKV [rows, qkv] T
+      with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
+        // Q roped (biases, q/k norms first); K, V -> pool
+        paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
+        attend(p, sh, kp, vp);  // ATT [rows, qd]
+      });
       quantize_rows_fp8(attn_, rows, qd, L.o8.input_scale, xq_, xs_, s_);  // XQ [rows, qd]
       gemm_->fp8(L.o8, xq_, xs_, rows, D, qd, h_, true);                   // H += ATT Wo^T
       rmsnorm_fp8(h_, L.ffn_norm, rows, D, eps, L.gate_up8.input_scale, xq_, xs_, s_);
@@ -804,7 +833,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   // exactly options.num_blocks. One extra block (index num_blocks) is the
   // scratch block of graph padding rows.
   void alloc_pool(const BatchBackendOptions& o) {
-    const size_t per_block = 2 * size_t(c_.num_layers) * block_size_ * c_.kv_dim() * sizeof(T);
+    const size_t elem = kv8_ ? 1 : sizeof(T);  // e4m3: twice the tokens of a 16-bit pool
+    const size_t per_block = 2 * size_t(c_.num_layers) * block_size_ * c_.kv_dim() * elem;
     size_t free_b = 0, total_b = 0;
     HAYATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (o.num_blocks > 0) {
@@ -826,9 +856,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                  " GB; raise --gpu-memory-fraction or lower --max-model-len)");
     k_pool_ = DeviceBuffer(per_block / 2 * size_t(num_blocks_ + 1));
     v_pool_ = DeviceBuffer(per_block / 2 * size_t(num_blocks_ + 1));
-    std::fprintf(stderr, "hayate: KV pool %d blocks of %d tokens (%.2f GB, %lld tokens)\n",
+    std::fprintf(stderr, "hayate: KV pool %d blocks of %d tokens (%.2f GB, %lld tokens, %s K/V)\n",
                  num_blocks_, block_size_, double(per_block) * (num_blocks_ + 1) / 1e9,
-                 static_cast<long long>(num_blocks_) * block_size_);
+                 static_cast<long long>(num_blocks_) * block_size_,
+                 kv8_ ? "e4m3" : (std::is_same_v<T, half> ? "fp16" : "bf16"));
   }
 
   // Bucket 1's persistent kernel (decode_persistent.cu): the one row's
@@ -990,7 +1021,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   std::unique_ptr<BatchGemm<T>> gemm_;
   DeviceWeights<T> w_;
   std::vector<DeviceBuffer> bufs_;
-  DeviceBuffer k_pool_, v_pool_;  // [layers, num_blocks + 1, block_size, kv_dim] each
+  DeviceBuffer k_pool_, v_pool_;  // [layers, num_blocks + 1, block_size, kv_dim] each, T or e4m3
+  bool kv8_ = false;              // --kv-cache-dtype fp8: the pools hold e4m3 codes
+  std::vector<float> k_scales_, v_scales_;  // per layer: e4m3 code * scale is the value
   // Activations (fp32 residual stream, T GEMM inputs), rows = tokens of a step.
   float *h_ = nullptr, *big_ = nullptr, *q_ = nullptr, *logits_ = nullptr, *inv_freq_ = nullptr;
   float *part_o_ = nullptr, *part_ml_ = nullptr, *attn_f_ = nullptr;

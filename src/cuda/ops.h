@@ -133,9 +133,11 @@ void embed(const T* table, const int32_t* tokens, int n, int dim, float* h, cuda
 // ---- rope.cu -----------------------------------------------------------------
 // qkv [n_tokens, q_dim + 2 kv_dim] in In (fp32, or T where the QKV GEMM
 // writes T) -> q [n_tokens, q_dim] roped (fp32); roped k and v into the paged
-// pools at each token's (block, row) (paged_attention.cuh). Before RoPE,
-// with `pre`: the bias [q_dim + 2 kv_dim] added (Qwen2), then each q and k
-// head RMS-normalised and scaled by q_norm / k_norm [head_dim] (Qwen3).
+// pools at each token's (block, row) (paged_attention.cuh): T values, or
+// (T = KvFp8) e4m3 codes of k / sh.k_scale and v / sh.v_scale. Before RoPE,
+// with `pre` (W: the model's 16-bit type): the bias [q_dim + 2 kv_dim] added
+// (Qwen2), then each q and k head RMS-normalised and scaled by q_norm /
+// k_norm [head_dim] (Qwen3).
 struct PagedShape;
 struct PagedMeta;
 template <typename T>
@@ -145,10 +147,10 @@ struct QkvPre {
   const T* k_norm = nullptr;
   float eps = 0.0f;
 };
-template <typename In, typename T>
+template <typename In, typename T, typename W = T>
 void paged_rope_kv(const In* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
                    PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s,
-                   QkvPre<T> pre = {});
+                   QkvPre<W> pre = {});
 
 // ---- activation.cu -----------------------------------------------------------
 // gu [n, 2 inter] (fp32: GemmEx or batched-GEMV output) -> out [n, inter] =

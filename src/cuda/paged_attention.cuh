@@ -7,10 +7,18 @@
 // Pool layout per layer: k_pool / v_pool [num_blocks, block_size, kv_dim];
 // position p of the sequence in slot s is row p % block_size of block
 // block_tables[s * max_blocks + p / block_size].
+//
+// Pool elements (KV): the compute dtype T, or e4m3 codes (KvFp8,
+// `--kv-cache-dtype fp8`) that read back as code * k_scale (K) or code *
+// v_scale (V), the layer's per-tensor scales in PagedShape; the writer
+// (paged_rope_kv) quantizes with the same scales, the kernels dequantize in
+// registers and accumulate in fp32 (the scales fold into the query's scale
+// and the output's).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -21,7 +29,11 @@ struct PagedShape {
   int n_heads, n_kv_heads, head_dim;  // head_dim in {32, 64, 128}; group n_heads / n_kv_heads <= 8
   int block_size;                     // tokens per KV block
   int max_blocks;                     // row stride of block_tables
+  float k_scale = 1.0f, v_scale = 1.0f;  // an e4m3 pool's per-tensor scales (this layer's)
 };
+
+// The e4m3 pool element (--kv-cache-dtype fp8).
+using KvFp8 = __nv_fp8_e4m3;
 
 // The step's metadata, uploaded by the host before each step (or graph replay).
 struct PagedMeta {
@@ -33,6 +45,11 @@ struct PagedMeta {
 // Largest group (query heads per kv head) and head_dim the kernels handle.
 inline constexpr int kPagedMaxGroup = 8;
 bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim);
+// Head sizes whose attention kernels read e4m3 pools (every decode and
+// prefill kernel an e4m3 pool runs: one-pass, split v2, prefill).
+inline bool kv_fp8_head_dim_supported(int head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 128;
+}
 
 // RoPE + the KV write into the pools: paged_rope_kv (ops.h, rope.cu).
 
@@ -47,9 +64,10 @@ bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim);
 // n_splits, 2] are scratch; out [T, q_dim] in T. Graph-capturable: the
 // launch depends only on n_rows, n_splits and max_keys.
 // head_dim 128 runs on tensor cores (paged_decode_mma.cu: Q and P rounded to
-// T, fp32 accumulation); 32 and 64 run v2's fp32 math.
-template <typename T>
-void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+// T, fp32 accumulation); 32 and 64 run v2's fp32 math, and so do e4m3 pools
+// at every head_dim (the tensor-core kernels read T tiles).
+template <typename T, typename KV = T>
+void paged_attention_decode(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                             PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
                             int max_keys, float* part_o, float* part_ml, T* out, cudaStream_t s);
 
@@ -111,8 +129,8 @@ struct PagedDecodeTuning {
 bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
                               const PagedDecodeTuning& tune);
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
-template <typename T>
-void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV = T>
+void paged_attention_decode_tuned(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                                   PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
                                   PagedDecodeTuning tune, float* part_o, float* part_ml, T* out,
                                   cudaStream_t s);
@@ -126,8 +144,8 @@ void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_po
 // when all rows of the launch fit. Graph-capturable: depends only on n_rows.
 // out [T, q_dim] in T.
 int paged_decode_short_max_keys(int head_dim);
-template <typename T>
-void paged_attention_decode_short(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV = T>
+void paged_attention_decode_short(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                                   PagedMeta meta, const int32_t* rows, int n_rows, T* out,
                                   cudaStream_t s);
 
@@ -135,8 +153,8 @@ void paged_attention_decode_short(const float* q, const T* k_pool, const T* v_po
 // sequence, rows <= paged_prefill_tile_tokens(group), consecutive positions.
 // Causal: query at position p sees keys [0, p]. out [T, q_dim] in T.
 int paged_prefill_tile_tokens(int group);
-template <typename T>
-void paged_attention_prefill(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV = T>
+void paged_attention_prefill(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                              PagedMeta meta, const int2* tiles, int n_tiles, T* out,
                              cudaStream_t s);
 // Opts the prefill kernels into their dynamic shared memory (once, before capture).

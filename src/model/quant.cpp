@@ -139,6 +139,12 @@ bool QuantConfig::ignored(const std::string& module) const {
   return false;
 }
 
+void check_fp8_capability(int major, int minor, const std::string& what) {
+  HAYATE_CHECK(major * 10 + minor >= 89, "FP8 (", what,
+               ") needs a GPU with FP8 tensor cores (sm_89 or newer); this one is sm_", major,
+               minor);
+}
+
 std::string QuantConfig::describe() const {
   switch (method) {
     case Method::kNone: return "none";

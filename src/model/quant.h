@@ -48,4 +48,10 @@ struct QuantConfig {
 // quantization); `source` names the file in errors.
 QuantConfig parse_quant_config(const nlohmann::json& q, const std::string& source);
 
+// FP8 (`what`: the quantization, or "--kv-cache-dtype fp8") on a GPU of
+// compute capability major.minor: an Error naming it and the GPU's sm_ unless
+// the GPU has FP8 tensor cores and conversions (sm_89 or newer). Host-only,
+// so that the refusal is tested without such a GPU.
+void check_fp8_capability(int major, int minor, const std::string& what);
+
 }  // namespace hayate

@@ -127,6 +127,18 @@ Fp8Checkpoint fp8_checkpoint(bool channel, bool static_inputs) {
 
 Model load(const std::string& dir) { return load_model(dir, 0, "/nonexistent-assets"); }
 
+// FP8 asked for on a GPU without FP8 tensor cores: the backend's start-up
+// check, with the capability faked.
+TEST(QuantConfig, Fp8NeedsSm89) {
+  EXPECT_ERROR(check_fp8_capability(8, 0, "--kv-cache-dtype fp8"),
+               "FP8 (--kv-cache-dtype fp8) needs a GPU with FP8 tensor cores (sm_89 or newer); "
+               "this one is sm_80");
+  EXPECT_ERROR(check_fp8_capability(8, 6, "fp8 (--quantization fp8)"), "this one is sm_86");
+  EXPECT_NO_THROW(check_fp8_capability(8, 9, "fp8"));
+  EXPECT_NO_THROW(check_fp8_capability(9, 0, "fp8"));
+  EXPECT_NO_THROW(check_fp8_capability(10, 0, "fp8"));
+}
+
 TEST(Fp8Loader, LoadsCodesAndScalesPerRow) {
   for (bool channel : {true, false}) {
     TempDir dir("fp8");
@@ -190,6 +202,47 @@ TEST(Fp8Loader, BadScalesAreLoadErrorsNamingTheTensor) {
   w = StTensor{"model.layers.0.mlp.up_proj.weight", "F8_E5M2", {24, 16},
                std::vector<uint8_t>(24 * 16, 0x3c)};
   fails(replaced(c.tensors, w), "is F8_E5M2: hayate reads FP8 weights as F8_E4M3 only");
+}
+
+// The KV cache's per-layer scales (self_attn.k_scale / v_scale): loaded where
+// present, every layer or none, each a finite positive scalar, the error
+// naming the tensor.
+TEST(Fp8Loader, KvScalesAreLoadedAndValidated) {
+  const Fp8Checkpoint c = fp8_checkpoint(true, false);
+  const int layers = c.cfg["num_hidden_layers"].get<int>();
+  const auto with_scales = [&](int n_layers, float v1) {
+    std::vector<StTensor> ts = c.tensors;
+    for (int l = 0; l < n_layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+      ts.push_back(test::make_tensor(p + "k_scale", DType::F32, {1}, {0.02f * float(l + 1)}));
+      ts.push_back(test::make_tensor(p + "v_scale", DType::F32, {1}, {l == 1 ? v1 : 0.03f}));
+    }
+    return ts;
+  };
+  {
+    TempDir dir("fp8kv");
+    test::write_checkpoint(dir.path(), c.cfg, with_scales(layers, 0.05f));
+    const Model m = load(dir.path());
+    ASSERT_EQ(int(m.k_scales.size()), layers);
+    ASSERT_EQ(int(m.v_scales.size()), layers);
+    EXPECT_FLOAT_EQ(m.k_scales[1], 0.04f);
+    EXPECT_FLOAT_EQ(m.v_scales[1], 0.05f);
+    EXPECT_FLOAT_EQ(m.v_scales[0], 0.03f);
+  }
+  const auto fails = [&](const std::vector<StTensor>& ts, const std::string& msg) {
+    TempDir dir("fp8kvbad");
+    test::write_checkpoint(dir.path(), c.cfg, ts);
+    EXPECT_ERROR(load(dir.path()), msg);
+  };
+  fails(with_scales(layers, NAN),
+        "scale tensor 'model.layers.1.self_attn.v_scale' holds nan at 0");
+  fails(with_scales(layers, 0.0f), "scales must be finite and positive");
+  fails(with_scales(1, 0.05f), "self_attn.k_scale / v_scale are present for 1 of 2 layers");
+  std::vector<StTensor> wide = with_scales(layers, 0.05f);
+  for (StTensor& t : wide)
+    if (t.name == "model.layers.0.self_attn.k_scale")
+      t = test::make_tensor(t.name, DType::F32, {2}, {0.1f, 0.2f});
+  fails(wide, "tensor 'model.layers.0.self_attn.k_scale' has shape [2]");
 }
 
 TEST(Fp8Loader, IgnoreListAndLmHead) {

@@ -8,6 +8,7 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernels/common.cuh"
 
@@ -56,6 +57,52 @@ __device__ __forceinline__ void unpack8_fp8(const uint2& u, float (&f)[8]) {
     const float2 a = fp8x2_to_float2(uint16_t(w[i] & 0xffffu));
     const float2 b = fp8x2_to_float2(uint16_t(w[i] >> 16));
     f[4 * i] = a.x, f[4 * i + 1] = a.y, f[4 * i + 2] = b.x, f[4 * i + 3] = b.y;
+  }
+}
+
+// ---- K/V pool elements (paged_attention.cuh): T or e4m3 (KvFp8) -------------
+// The attention kernels read 8 consecutive elements of a K or V row at once:
+// one 16-byte load of T, or one 8-byte load of e4m3 codes.
+template <typename KV>
+inline constexpr bool kKvFp8 = std::is_same_v<KV, __nv_fp8_e4m3>;
+template <typename KV>
+using KvVec = std::conditional_t<kKvFp8<KV>, uint2, uint4>;
+
+template <typename KV>
+__device__ __forceinline__ KvVec<KV> kv_load8(const KV* p) {
+  return *reinterpret_cast<const KvVec<KV>*>(p);
+}
+template <typename KV>
+__device__ __forceinline__ KvVec<KV> kv_load8_cg(const KV* p) {  // through L2 only
+  return __ldcg(reinterpret_cast<const KvVec<KV>*>(p));
+}
+// The 8 elements as floats: T's values, or e4m3 code values (unscaled).
+template <typename KV>
+__device__ __forceinline__ void kv_unpack8(const KvVec<KV>& u, float (&f)[8]) {
+  if constexpr (kKvFp8<KV>)
+    unpack8_fp8(u, f);
+  else
+    unpack8<KV>(u, f);
+}
+
+// V consecutive values stored into a pool row: T (rounded), or e4m3 codes of
+// value / scale (core/fp8.h's rounding and clamp); one 8-byte (T) or 4-byte
+// (e4m3) store when V == 4 (the caller keeps them 4-aligned).
+template <int V, typename KV>
+__device__ __forceinline__ void kv_store_run(KV* p, const float (&f)[V], float scale) {
+  if constexpr (kKvFp8<KV>) {
+    uint8_t c[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) c[k] = fp8_quantize_dev(f[k], scale);
+    if constexpr (V == 4) {
+      *reinterpret_cast<uint32_t*>(p) =
+          uint32_t(c[0]) | uint32_t(c[1]) << 8 | uint32_t(c[2]) << 16 | uint32_t(c[3]) << 24;
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) reinterpret_cast<uint8_t*>(p)[k] = c[k];
+    }
+  } else {
+    store_run<V>(p, f);
   }
 }
 

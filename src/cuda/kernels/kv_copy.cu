@@ -1,4 +1,6 @@
 // Copy on write of paged KV blocks: a block of every layer per copy.
+#include <cuda_fp8.h>
+
 #include <algorithm>
 
 #include "cuda/kernels/common.cuh"
@@ -73,6 +75,8 @@ void copy_blocks(T* pool, int layers, int blocks, int64_t block_elems, const int
 template void copy_blocks<float>(float*, int, int, int64_t, const int32_t*, int, cudaStream_t);
 template void copy_blocks<half>(half*, int, int, int64_t, const int32_t*, int, cudaStream_t);
 template void copy_blocks<__nv_bfloat16>(__nv_bfloat16*, int, int, int64_t, const int32_t*, int,
+                                         cudaStream_t);
+template void copy_blocks<__nv_fp8_e4m3>(__nv_fp8_e4m3*, int, int, int64_t, const int32_t*, int,
                                          cudaStream_t);
 
 }  // namespace hayate::cuda

@@ -1,5 +1,5 @@
 // Paged KV kernels of the batched backend (declarations and shapes in
-// paged_attention.cuh): decode attention v2 (fp32 math on K/V read in T,
+// paged_attention.cuh): decode attention v2 (fp32 math on K/V read in T or e4m3,
 // online softmax, split over the KV length; head_dim 128 goes to the
 // tensor-core kernel of paged_decode_mma.cu unless tuned off), the split
 // combine, the per-row argmax. The prefill attention lives in paged_prefill.cu.
@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/fp8.cuh"
 #include "cuda/kernels/paged_common.cuh"
 #include "cuda/kernels/paged_decode.cuh"
 #include "cuda/launch.h"
@@ -38,27 +39,22 @@ __host__ __device__ __forceinline__ int decode_splits_wanted(int pairs, int targ
   return (target_blocks + pairs - 1) / pairs;
 }
 
-template <typename T>
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
-  const T* h = reinterpret_cast<const T*>(&u);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) f[e] = to_f32(h[e]);
-}
-
-// Lane's K and V slices of keys k + u KPW (u < U), zeros past k1.
-template <typename T, int U, int KPW>
-__device__ __forceinline__ void load_chunk(const T* __restrict__ k_pool,
-                                           const T* __restrict__ v_pool,
+// Lane's K and V slices of keys k + u KPW (u < U), zeros past k1: 16 bytes
+// of T or 8 of e4m3 each.
+template <typename KV, int U, int KPW>
+__device__ __forceinline__ void load_chunk(const KV* __restrict__ k_pool,
+                                           const KV* __restrict__ v_pool,
                                            const int32_t* __restrict__ table, int k, int k1, int bs,
-                                           int kv_dim, size_t col, uint4 (&kr)[U], uint4 (&vr)[U]) {
+                                           int kv_dim, size_t col, KvVec<KV> (&kr)[U],
+                                           KvVec<KV> (&vr)[U]) {
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int kk = k + u * KPW;
-    kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+    kr[u] = vr[u] = KvVec<KV>{};
     if (kk < k1) {
       const size_t off = (size_t(table[kk / bs]) * bs + kk % bs) * kv_dim + col;
-      kr[u] = *reinterpret_cast<const uint4*>(k_pool + off);
-      vr[u] = *reinterpret_cast<const uint4*>(v_pool + off);
+      kr[u] = kv_load8(k_pool + off);
+      vr[u] = kv_load8(v_pool + off);
     }
   }
 }
@@ -68,10 +64,10 @@ __device__ __forceinline__ void load_chunk(const T* __restrict__ k_pool,
 // (m, l, acc) for the G heads; the block merges its warps in shared memory
 // and writes the split's normalised output and (m, l) in log2 units, or,
 // when the row has one split, the final output.
-template <typename T, int HD, int G, int U, bool PF>
+template <typename T, typename KV, int HD, int G, int U, bool PF>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
-    paged_decode_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                        const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+    paged_decode_kernel(const float* __restrict__ q, const KV* __restrict__ k_pool,
+                        const KV* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                         const int32_t* __restrict__ rows, int n_splits, int min_part,
                         float* __restrict__ part_o, float* __restrict__ part_ml,
                         T* __restrict__ out) {
@@ -85,7 +81,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
             bs = sh.block_size;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kg = lane / LPK, sub = lane % LPK;
   const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
-  const float scale = rsqrtf(float(HD)) * 1.4426950408889634f;  // log2(e): softmax via exp2
+  // log2(e): softmax via exp2; k_scale: an e4m3 pool's K scale (1 for T)
+  const float scale = rsqrtf(float(HD)) * 1.4426950408889634f * sh.k_scale;
 
   float qf[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
@@ -110,22 +107,22 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // PF: the next chunk's K/V loads are issued before this chunk's math, so
   // each warp always has a chunk in flight (2 x U x 16 B per lane more registers).
   constexpr int kStride = kDecodeWarps * KPI;
-  uint4 kr[U], vr[U];
+  KvVec<KV> kr[U], vr[U];
   int base = k0 + warp * KPI;
   if constexpr (PF)
-    load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kg, k1, bs, kv_dim, col, kr, vr);
+    load_chunk<KV, U, KPW>(k_pool, v_pool, table, base + kg, k1, bs, kv_dim, col, kr, vr);
   for (; base < k1; base += kStride) {
-    uint4 kn[U], vn[U];
+    KvVec<KV> kn[U], vn[U];
     if constexpr (PF)
-      load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kStride + kg, k1, bs, kv_dim, col, kn,
-                            vn);
+      load_chunk<KV, U, KPW>(k_pool, v_pool, table, base + kStride + kg, k1, bs, kv_dim, col, kn,
+                             vn);
     else
-      load_chunk<T, U, KPW>(k_pool, v_pool, table, base + kg, k1, bs, kv_dim, col, kr, vr);
+      load_chunk<KV, U, KPW>(k_pool, v_pool, table, base + kg, k1, bs, kv_dim, col, kr, vr);
     float s[U][G];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float kf[8];
-      unpack8<T>(kr[u], kf);
+      kv_unpack8<KV>(kr[u], kf);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float d = 0.0f;
@@ -153,7 +150,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float vf[8];
-      unpack8<T>(vr[u], vf);
+      kv_unpack8<KV>(vr[u], vf);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float p = exp2f(s[u][g] - m[g]);
@@ -195,7 +192,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   }
   __syncthreads();  // every warp's state is in shared memory
   decode_merge_store<T, HD, G>(s_acc, s_ml, Gr, kh, i, row, sp, n_splits, plan.x == 1, sh, part_o,
-                               part_ml, out);
+                               part_ml, out, sh.v_scale);
 }
 
 // Block (row i, kCombineHeads heads), thread = (head h, dim): weights each
@@ -326,21 +323,26 @@ bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
   return stream_applies(split_grid(n_rows, sh, n_splits, tune), sh, tune);
 }
 
-template <typename T, int HD, int G, int U, bool PF>
-void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
-                   const int32_t* rows, int n_rows, int n_splits, PagedDecodeTuning tune,
-                   float* part_o, float* part_ml, T* out, cudaStream_t s) {
+template <typename T, typename KV, int HD, int G, int U, bool PF>
+void decode_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
+                   PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
+                   PagedDecodeTuning tune, float* part_o, float* part_ml, T* out, cudaStream_t s) {
   const SplitGrid grid = split_grid(n_rows, sh, n_splits, tune);
   const int z = grid.z, min_part = grid.min_part;
-  const bool many = grid.many;
-  if (stream_applies(grid, sh, tune))
-    return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, out, s);
-  if (HD == 128 && tune.mma)  // tensor cores (paged_decode_mma.cu); same splits and combine
-    paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
-                            tune.mma_blocks, many && tune.mma_helpers, part_o, part_ml, out, s);
-  else
+  bool done = false;
+  if constexpr (!kKvFp8<KV>) {  // the tensor-core kernels read T tiles
+    if (stream_applies(grid, sh, tune))
+      return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, out, s);
+    if (HD == 128 && tune.mma) {  // tensor cores (paged_decode_mma.cu); same splits and combine
+      paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
+                              tune.mma_blocks, grid.many && tune.mma_helpers, part_o, part_ml, out,
+                              s);
+      done = true;
+    }
+  }
+  if (!done)
     launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32, 0, s},
-           paged_decode_kernel<T, HD, G, U, PF>, q, k_pool, v_pool, sh, meta, rows, n_splits,
+           paged_decode_kernel<T, KV, HD, G, U, PF>, q, k_pool, v_pool, sh, meta, rows, n_splits,
            min_part, part_o, part_ml, out);
   if (z > 1)
     launch({dim3(unsigned(n_rows), unsigned((sh.n_heads + kCombineHeads - 1) / kCombineHeads)),
@@ -356,58 +358,58 @@ void decode_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape 
 constexpr int kDefaultUnroll = 2;
 constexpr bool kDefaultPrefetch = true;
 
-template <typename T, int HD, int U, bool PF>
-void decode_group(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
+template <typename T, typename KV, int HD, int U, bool PF>
+void decode_group(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh, PagedMeta meta,
                   const int32_t* rows, int n_rows, int n_splits, PagedDecodeTuning tune,
                   float* part_o, float* part_ml, T* out, cudaStream_t s) {
   const int g = sh.n_heads / sh.n_kv_heads;
   if (g == 1)
-    decode_launch<T, HD, 1, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+    decode_launch<T, KV, HD, 1, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
                                    part_o, part_ml, out, s);
   else if (g == 2)
-    decode_launch<T, HD, 2, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+    decode_launch<T, KV, HD, 2, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
                                    part_o, part_ml, out, s);
   else if (g <= 4)
-    decode_launch<T, HD, 4, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+    decode_launch<T, KV, HD, 4, U, PF>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
                                    part_o, part_ml, out, s);
   else
-    decode_launch<T, HD, 8, (U > 2 ? 2 : U), PF>(q, k_pool, v_pool, sh, meta, rows, n_rows,
+    decode_launch<T, KV, HD, 8, (U > 2 ? 2 : U), PF>(q, k_pool, v_pool, sh, meta, rows, n_rows,
                                                  n_splits, tune, part_o, part_ml, out, s);
 }
 
-template <typename T, int HD>
-void decode_variant(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
-                    const int32_t* rows, int n_rows, int n_splits, PagedDecodeTuning tune,
-                    float* part_o, float* part_ml, T* out, cudaStream_t s) {
-  if constexpr (HD == 128) {
+template <typename T, typename KV, int HD>
+void decode_variant(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
+                    PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
+                    PagedDecodeTuning tune, float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  if constexpr (HD == 128 && !kKvFp8<KV>) {
     if (tune.unroll > 2 && tune.prefetch)
-      return decode_group<T, HD, 4, true>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+      return decode_group<T, KV, HD, 4, true>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
                                           part_o, part_ml, out, s);
     if (tune.unroll > 2)
-      return decode_group<T, HD, 4, false>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
+      return decode_group<T, KV, HD, 4, false>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
                                            tune, part_o, part_ml, out, s);
     if (!tune.prefetch)
-      return decode_group<T, HD, 2, false>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
+      return decode_group<T, KV, HD, 2, false>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits,
                                            tune, part_o, part_ml, out, s);
   }
-  decode_group<T, HD, kDefaultUnroll, kDefaultPrefetch>(q, k_pool, v_pool, sh, meta, rows, n_rows,
+  decode_group<T, KV, HD, kDefaultUnroll, kDefaultPrefetch>(q, k_pool, v_pool, sh, meta, rows, n_rows,
                                                         n_splits, tune, part_o, part_ml, out, s);
 }
 
-template <typename T>
-void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV>
+void paged_attention_decode_tuned(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                                   PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
                                   PagedDecodeTuning tune, float* part_o, float* part_ml, T* out,
                                   cudaStream_t s) {
   switch (sh.head_dim) {
     case 32:
-      return decode_variant<T, 32>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+      return decode_variant<T, KV, 32>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
                                    part_o, part_ml, out, s);
     case 64:
-      return decode_variant<T, 64>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+      return decode_variant<T, KV, 64>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
                                    part_o, part_ml, out, s);
     case 128:
-      return decode_variant<T, 128>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
+      return decode_variant<T, KV, 128>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, tune,
                                     part_o, part_ml, out, s);
     default:
       break;
@@ -416,8 +418,8 @@ void paged_attention_decode_tuned(const float* q, const T* k_pool, const T* v_po
   std::abort();
 }
 
-template <typename T>
-void paged_attention_decode(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV>
+void paged_attention_decode(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                             PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
                             int max_keys, float* part_o, float* part_ml, T* out, cudaStream_t s) {
   PagedDecodeTuning tune;
@@ -442,15 +444,17 @@ void mask_argmax_rows(float* logits, int vocab, const int32_t* rows, const uint3
          words, out);
 }
 
-#define HAYATE_PAGED_INSTANTIATE(T)                                                                \
-  template void paged_attention_decode<T>(const float*, const T*, const T*, PagedShape, PagedMeta, \
-                                          const int32_t*, int, int, int, float*, float*, T*,       \
-                                          cudaStream_t);                                           \
-  template void paged_attention_decode_tuned<T>(                                                   \
-      const float*, const T*, const T*, PagedShape, PagedMeta, const int32_t*, int, int,           \
+#define HAYATE_PAGED_INSTANTIATE(T, KV)                                                          \
+  template void paged_attention_decode<T, KV>(const float*, const KV*, const KV*, PagedShape,    \
+                                              PagedMeta, const int32_t*, int, int, int, float*,  \
+                                              float*, T*, cudaStream_t);                         \
+  template void paged_attention_decode_tuned<T, KV>(                                             \
+      const float*, const KV*, const KV*, PagedShape, PagedMeta, const int32_t*, int, int,       \
       PagedDecodeTuning, float*, float*, T*, cudaStream_t);
-HAYATE_PAGED_INSTANTIATE(half)
-HAYATE_PAGED_INSTANTIATE(__nv_bfloat16)
+HAYATE_PAGED_INSTANTIATE(half, half)
+HAYATE_PAGED_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
+HAYATE_PAGED_INSTANTIATE(half, KvFp8)
+HAYATE_PAGED_INSTANTIATE(__nv_bfloat16, KvFp8)
 #undef HAYATE_PAGED_INSTANTIATE
 
 }  // namespace hayate::cuda

@@ -35,12 +35,14 @@ __device__ __forceinline__ int2 decode_split_plan(int len, int z, int min_part) 
 // accumulators in s_ml [W][G][2] / s_acc [W][G][HD] (a warp without keys: l =
 // 0). Merges them for the Gr real heads and writes the final output (the row
 // has one split) or the split's normalised output and (M, L) for the combine
-// kernel. Call after a __syncthreads().
+// kernel; the output times v_scale (an e4m3 pool's, else 1). Call after a
+// __syncthreads().
 template <typename T, int HD, int G>
 __device__ __forceinline__ void decode_merge_store(
     const float (&s_acc)[kDecodeWarps][G][HD], const float (&s_ml)[kDecodeWarps][G][2], int Gr,
     int kh, int i, int row, int sp, int n_splits, bool single, const PagedShape& sh,
-    float* __restrict__ part_o, float* __restrict__ part_ml, T* __restrict__ out) {
+    float* __restrict__ part_o, float* __restrict__ part_ml, T* __restrict__ out,
+    float v_scale = 1.0f) {
   const int q_dim = sh.n_heads * HD;
   for (int j = threadIdx.x; j < Gr * HD; j += blockDim.x) {
     const int g = j / HD, dim = j % HD;
@@ -54,6 +56,7 @@ __device__ __forceinline__ void decode_merge_store(
       L += s_ml[w][g][1] * f;
       O += s_acc[w][g][dim] * f;
     }
+    O *= v_scale;
     const int h = kh * Gr + g;
     if (single) {
       out[size_t(row) * q_dim + h * HD + dim] = from_f32<T>(O / L);

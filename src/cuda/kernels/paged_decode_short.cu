@@ -20,6 +20,7 @@
 
 #include "core/check.h"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/fp8.cuh"
 #include "cuda/kernels/paged_common.cuh"
 #include "cuda/launch.h"
 #include "cuda/paged_attention.cuh"
@@ -60,11 +61,12 @@ struct ShortLayout {
 
 // kr/vr [P]: this thread's K and V chunks of key rows p * KP + key_lane()
 // (zero past the context); qf: its chunk of the query, already scaled by
-// 1/sqrt(HD); keys: the context length (<= MAXK). Calls store(d, o) for each
-// output element d of [0, HD) this thread owns.
-template <typename T, int HD, typename Store>
-__device__ __forceinline__ void short_attend(const uint4 (&kr)[ShortLayout<HD>::P],
-                                             const uint4 (&vr)[ShortLayout<HD>::P],
+// 1/sqrt(HD) (and an e4m3 pool's k_scale); keys: the context length (<=
+// MAXK). Calls store(d, o) for each output element d of [0, HD) this thread
+// owns (o in V's units: an e4m3 pool's v_scale is the caller's).
+template <typename KV, int HD, typename Store>
+__device__ __forceinline__ void short_attend(const KvVec<KV> (&kr)[ShortLayout<HD>::P],
+                                             const KvVec<KV> (&vr)[ShortLayout<HD>::P],
                                              const float (&qf)[8], int keys, Store store) {
   using L = ShortLayout<HD>;
   __shared__ float sc[L::MAXK];      // scaled scores
@@ -79,7 +81,7 @@ __device__ __forceinline__ void short_attend(const uint4 (&kr)[ShortLayout<HD>::
     if (p * L::KP >= keys) break;
     const int j = p * L::KP + kj;
     float f[8];
-    unpack8<T>(kr[p], f);
+    kv_unpack8<KV>(kr[p], f);
     float s = 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; ++e) s += f[e] * qf[e];
@@ -105,7 +107,7 @@ __device__ __forceinline__ void short_attend(const uint4 (&kr)[ShortLayout<HD>::
     if (j < keys) {
       const float pr = __expf(sc[j] - m);
       float f[8];
-      unpack8<T>(vr[p], f);
+      kv_unpack8<KV>(vr[p], f);
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[e] += pr * f[e];
     }
@@ -132,10 +134,10 @@ __device__ __forceinline__ void short_attend(const uint4 (&kr)[ShortLayout<HD>::
 // ---- kernel ------------------------------------------------------------------
 
 // Block (row i, query head). q [T, n_heads * HD] fp32 roped; out [T, n_heads * HD] in T.
-template <typename T, int HD>
+template <typename T, typename KV, int HD>
 __global__ void __launch_bounds__(kShortThreads)
-    paged_decode_short_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                              const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+    paged_decode_short_kernel(const float* __restrict__ q, const KV* __restrict__ k_pool,
+                              const KV* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                               const int32_t* __restrict__ rows, T* __restrict__ out) {
   using L = ShortLayout<HD>;
   constexpr int KP = L::KP, P = L::P, MAXK = L::MAXK;
@@ -150,18 +152,18 @@ __global__ void __launch_bounds__(kShortThreads)
 
   // Only table entries below the context are read: the rest of a row of the
   // block table is stale (the host copies each sequence's own blocks only).
-  uint4 kr[P], vr[P];
+  KvVec<KV> kr[P], vr[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     const int j = p * KP + kj;
-    kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
+    kr[p] = vr[p] = KvVec<KV>{};
     if (j < keys) {
       const size_t off = (size_t(table[j / bs]) * bs + j % bs) * kv_dim + col;
-      kr[p] = *reinterpret_cast<const uint4*>(k_pool + off);
-      vr[p] = *reinterpret_cast<const uint4*>(v_pool + off);
+      kr[p] = kv_load8(k_pool + off);
+      vr[p] = kv_load8(v_pool + off);
     }
   }
-  const float scale = rsqrtf(float(HD));
+  const float scale = rsqrtf(float(HD)) * sh.k_scale, v_scale = sh.v_scale;
   float qf[8];
   {  // 32-byte aligned: q rows and head offsets are multiples of 8 floats
     const float4* qp = reinterpret_cast<const float4*>(q + size_t(row) * q_dim + head * HD + c * 8);
@@ -170,21 +172,21 @@ __global__ void __launch_bounds__(kShortThreads)
     qf[4] = b.x * scale, qf[5] = b.y * scale, qf[6] = b.z * scale, qf[7] = b.w * scale;
   }
 
-  short_attend<T, HD>(kr, vr, qf, keys, [&](int d, float o) {
-    out[size_t(row) * q_dim + head * HD + d] = from_f32<T>(o);
+  short_attend<KV, HD>(kr, vr, qf, keys, [&](int d, float o) {
+    out[size_t(row) * q_dim + head * HD + d] = from_f32<T>(o * v_scale);
   });
 }
 
 // The one place where head_dim becomes a template argument.
-template <typename T, typename F>
+template <typename T, typename KV, typename F>
 void with_short_head_dim(int head_dim, F&& f) {
   switch (head_dim) {
     case 32:
-      return f(paged_decode_short_kernel<T, 32>, short_max_keys<32>());
+      return f(paged_decode_short_kernel<T, KV, 32>, short_max_keys<32>());
     case 64:
-      return f(paged_decode_short_kernel<T, 64>, short_max_keys<64>());
+      return f(paged_decode_short_kernel<T, KV, 64>, short_max_keys<64>());
     case 128:
-      return f(paged_decode_short_kernel<T, 128>, short_max_keys<128>());
+      return f(paged_decode_short_kernel<T, KV, 128>, short_max_keys<128>());
     default:
       break;
   }
@@ -195,28 +197,31 @@ void with_short_head_dim(int head_dim, F&& f) {
 
 int paged_decode_short_max_keys(int head_dim) {
   int keys = 0;
-  with_short_head_dim<half>(head_dim, [&](auto, int max_keys) { keys = max_keys; });
+  with_short_head_dim<half, half>(head_dim, [&](auto, int max_keys) { keys = max_keys; });
   return keys;
 }
 
-template <typename T>
-void paged_attention_decode_short(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV>
+void paged_attention_decode_short(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                                   PagedMeta meta, const int32_t* rows, int n_rows, T* out,
                                   cudaStream_t s) {
   HAYATE_CHECK(paged_shape_supported(sh.n_heads, sh.n_kv_heads, sh.head_dim),
                "paged short attention: unsupported shape (", sh.n_heads, " heads, ", sh.n_kv_heads,
                " kv heads, head_dim ", sh.head_dim, ")");
-  with_short_head_dim<T>(sh.head_dim, [&](auto kernel, int) {
+  with_short_head_dim<T, KV>(sh.head_dim, [&](auto kernel, int) {
     launch({dim3(unsigned(n_rows), unsigned(sh.n_heads)), kShortThreads, 0, s}, kernel, q, k_pool,
            v_pool, sh, meta, rows, out);
   });
 }
 
-#define HAYATE_PAGED_SHORT_INSTANTIATE(T)                                                     \
-  template void paged_attention_decode_short<T>(const float*, const T*, const T*, PagedShape, \
-                                                PagedMeta, const int32_t*, int, T*, cudaStream_t);
-HAYATE_PAGED_SHORT_INSTANTIATE(half)
-HAYATE_PAGED_SHORT_INSTANTIATE(__nv_bfloat16)
+#define HAYATE_PAGED_SHORT_INSTANTIATE(T, KV)                                           \
+  template void paged_attention_decode_short<T, KV>(const float*, const KV*, const KV*, \
+                                                    PagedShape, PagedMeta, const int32_t*, int, \
+                                                    T*, cudaStream_t);
+HAYATE_PAGED_SHORT_INSTANTIATE(half, half)
+HAYATE_PAGED_SHORT_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
+HAYATE_PAGED_SHORT_INSTANTIATE(half, KvFp8)
+HAYATE_PAGED_SHORT_INSTANTIATE(__nv_bfloat16, KvFp8)
 #undef HAYATE_PAGED_SHORT_INSTANTIATE
 
 }  // namespace hayate::cuda

@@ -1,12 +1,15 @@
 // Paged prefill attention of the batched backend (declared in
 // paged_attention.cuh): causal attention of chunked-prefill query tiles over
 // the paged KV pool, Q K^T and P V on tensor cores (mma.sync, T inputs, fp32
-// accumulate), online softmax in fp32, S and P in registers.
+// accumulate), online softmax in fp32, S and P in registers. An e4m3 pool
+// (KvFp8) is widened to T on its way into shared memory (exact: every e4m3
+// value is a T value), its scales folded into Q's and O's.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/fp8.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/paged_common.cuh"
 #include "cuda/launch.h"
@@ -48,10 +51,23 @@ struct FaSmem {
   T v[2][kKeyTile][kLd];
 };
 
-template <typename T, int HD>
+// 8 e4m3 codes (one 8-byte load) as 8 T values in one 16-byte store.
+template <typename T>
+__device__ __forceinline__ void widen8_to(T* dst, const uint2& u) {
+  float f[8];
+  unpack8_fp8(u, f);
+  uint4 w;
+  w.x = pack2<T>(f[0], f[1]);
+  w.y = pack2<T>(f[2], f[3]);
+  w.z = pack2<T>(f[4], f[5]);
+  w.w = pack2<T>(f[6], f[7]);
+  *reinterpret_cast<uint4*>(dst) = w;
+}
+
+template <typename T, typename KV, int HD>
 __global__ void __launch_bounds__(kFaWarps * 32, 3)
-    paged_prefill_mma_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                             const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+    paged_prefill_mma_kernel(const float* __restrict__ q, const KV* __restrict__ k_pool,
+                             const KV* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                              const int2* __restrict__ tiles, T* __restrict__ out) {
   using Sm = FaSmem<T, HD>;
   constexpr int kKs = HD / 16;           // k-steps of Q K^T; dim pairs of P V
@@ -68,7 +84,9 @@ __global__ void __launch_bounds__(kFaWarps * 32, 3)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   // K and V rows [kt, kt + 64) into buffer b; keys past `last` are zeros
-  // (their P is 0, and 0 * garbage could be NaN).
+  // (their P is 0, and 0 * garbage could be NaN). e4m3 pools: loaded and
+  // widened by the threads themselves (no cp.async; the commit keeps the
+  // group count the loop's waits expect).
   auto load_tile = [&](int kt, int b) {
     for (int j = threadIdx.x; j < kKeyTile * kChunks; j += kFaWarps * 32) {
       const int kk = j / kChunks, ch = j % kChunks, p = kt + kk;
@@ -77,8 +95,14 @@ __global__ void __launch_bounds__(kFaWarps * 32, 3)
           ok ? (size_t(table[p / sh.block_size]) * sh.block_size + p % sh.block_size) * kv_dim +
                    kh * HD + ch * 8
              : 0;
-      cp_async16(&sm.k[b][kk][ch * 8], k_pool + off, ok);
-      cp_async16(&sm.v[b][kk][ch * 8], v_pool + off, ok);
+      if constexpr (kKvFp8<KV>) {
+        const uint2 zero = make_uint2(0, 0);
+        widen8_to(&sm.k[b][kk][ch * 8], ok ? kv_load8(k_pool + off) : zero);
+        widen8_to(&sm.v[b][kk][ch * 8], ok ? kv_load8(v_pool + off) : zero);
+      } else {
+        cp_async16(&sm.k[b][kk][ch * 8], k_pool + off, ok);
+        cp_async16(&sm.v[b][kk][ch * 8], v_pool + off, ok);
+      }
     }
     cp_async_commit();
   };
@@ -94,7 +118,8 @@ __global__ void __launch_bounds__(kFaWarps * 32, 3)
   warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, 16));
 
   // Q's A fragments: qa[ks] = {row r0 cols 16ks + 2t, +1; r1 same; r0 +8; r1 +8}.
-  const float scale = rsqrtf(float(HD)) * 1.4426950408889634f;  // log2(e): softmax via exp2
+  // log2(e): softmax via exp2; k_scale: an e4m3 pool's K scale (1 for T)
+  const float scale = rsqrtf(float(HD)) * 1.4426950408889634f * sh.k_scale;
   uint32_t qa[kKs][4];
   {
     const float* q0 = q + size_t(tile.x + r0 / G) * q_dim + (kh * G + r0 % G) * HD;
@@ -203,14 +228,14 @@ __global__ void __launch_bounds__(kFaWarps * 32, 3)
   // Rows with a position have seen key 0, so l > 0.
   if (pos0 >= 0) {
     T* dst = out + size_t(tile.x + r0 / G) * q_dim + (kh * G + r0 % G) * HD + 2 * t;
-    const float inv = 1.0f / l0;
+    const float inv = sh.v_scale / l0;
 #pragma unroll
     for (int n = 0; n < 2 * kKs; ++n)
       *reinterpret_cast<uint32_t*>(dst + 8 * n) = pack2<T>(o[n][0] * inv, o[n][1] * inv);
   }
   if (pos1 >= 0) {
     T* dst = out + size_t(tile.x + r1 / G) * q_dim + (kh * G + r1 % G) * HD + 2 * t;
-    const float inv = 1.0f / l1;
+    const float inv = sh.v_scale / l1;
 #pragma unroll
     for (int n = 0; n < 2 * kKs; ++n)
       *reinterpret_cast<uint32_t*>(dst + 8 * n) = pack2<T>(o[n][2] * inv, o[n][3] * inv);
@@ -223,25 +248,25 @@ int paged_prefill_tile_tokens(int group) {
   return kPrefillRows / group;
 }
 
-template <typename T, int HD>
-void prefill_hd(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
+template <typename T, typename KV, int HD>
+void prefill_hd(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh, PagedMeta meta,
                 const int2* tiles, int n_tiles, T* out, cudaStream_t s) {
   launch({dim3(unsigned(n_tiles), unsigned(sh.n_kv_heads)), kFaWarps * 32, sizeof(FaSmem<T, HD>),
           s},
-         paged_prefill_mma_kernel<T, HD>, q, k_pool, v_pool, sh, meta, tiles, out);
+         paged_prefill_mma_kernel<T, KV, HD>, q, k_pool, v_pool, sh, meta, tiles, out);
 }
 
-template <typename T>
-void paged_attention_prefill(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV>
+void paged_attention_prefill(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                              PagedMeta meta, const int2* tiles, int n_tiles, T* out,
                              cudaStream_t s) {
   switch (sh.head_dim) {
     case 32:
-      return prefill_hd<T, 32>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
+      return prefill_hd<T, KV, 32>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
     case 64:
-      return prefill_hd<T, 64>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
+      return prefill_hd<T, KV, 64>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
     case 128:
-      return prefill_hd<T, 128>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
+      return prefill_hd<T, KV, 128>(q, k_pool, v_pool, sh, meta, tiles, n_tiles, out, s);
     default:
       break;
   }
@@ -249,27 +274,31 @@ void paged_attention_prefill(const float* q, const T* k_pool, const T* v_pool, P
   std::abort();
 }
 
-template <typename T, int HD>
+template <typename T, typename KV>
 void allow_smem() {
-  HAYATE_CUDA_CHECK(cudaFuncSetAttribute(paged_prefill_mma_kernel<T, HD>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(sizeof(FaSmem<T, HD>))));
+  const auto set = [](auto kernel, size_t bytes) {
+    HAYATE_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  };
+  set(paged_prefill_mma_kernel<T, KV, 32>, sizeof(FaSmem<T, 32>));
+  set(paged_prefill_mma_kernel<T, KV, 64>, sizeof(FaSmem<T, 64>));
+  set(paged_prefill_mma_kernel<T, KV, 128>, sizeof(FaSmem<T, 128>));
 }
 
 void paged_attention_init() {
-  allow_smem<half, 32>();
-  allow_smem<half, 64>();
-  allow_smem<half, 128>();
-  allow_smem<__nv_bfloat16, 32>();
-  allow_smem<__nv_bfloat16, 64>();
-  allow_smem<__nv_bfloat16, 128>();
+  allow_smem<half, half>();
+  allow_smem<__nv_bfloat16, __nv_bfloat16>();
+  allow_smem<half, KvFp8>();
+  allow_smem<__nv_bfloat16, KvFp8>();
 }
 
-#define HAYATE_PAGED_PREFILL_INSTANTIATE(T)                                              \
-  template void paged_attention_prefill<T>(const float*, const T*, const T*, PagedShape, \
-                                           PagedMeta, const int2*, int, T*, cudaStream_t);
-HAYATE_PAGED_PREFILL_INSTANTIATE(half)
-HAYATE_PAGED_PREFILL_INSTANTIATE(__nv_bfloat16)
+#define HAYATE_PAGED_PREFILL_INSTANTIATE(T, KV)                                            \
+  template void paged_attention_prefill<T, KV>(const float*, const KV*, const KV*, PagedShape, \
+                                               PagedMeta, const int2*, int, T*, cudaStream_t);
+HAYATE_PAGED_PREFILL_INSTANTIATE(half, half)
+HAYATE_PAGED_PREFILL_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
+HAYATE_PAGED_PREFILL_INSTANTIATE(half, KvFp8)
+HAYATE_PAGED_PREFILL_INSTANTIATE(__nv_bfloat16, KvFp8)
 #undef HAYATE_PAGED_PREFILL_INSTANTIATE
 
 }  // namespace hayate::cuda

@@ -1,9 +1,10 @@
 // RoPE + the KV append of the batched backend: the QKV GEMM's rows (fp32, or
 // T where the GEMM writes T) are rotated and split into q (fp32, for
 // attention) and the K and V rows of each token's (block, row) in the paged
-// pools.
+// pools (T, or e4m3 codes under the layer's k_scale / v_scale).
 #include "core/check.h"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/fp8.cuh"
 #include "cuda/kernels/paged_common.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "cuda/launch.h"
@@ -38,11 +39,11 @@ struct PagedCache {
 // / 2 is a multiple of 4, else 1. With pre.bias the row's bias is added
 // first; with pre.q_norm each q and k head is RMS-normalised before it
 // turns: one warp per head sums the squares first (rstd in shared memory).
-template <int V, typename In, typename T>
+template <int V, typename In, typename T, typename W>
 __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d]
                                PagedShape sh, const float* __restrict__ inv_freq,  // [d/2]
                                PagedCache cache, float* __restrict__ q,            // [n, H d]
-                               T* __restrict__ k_cache, T* __restrict__ v_cache, QkvPre<T> pre) {
+                               T* __restrict__ k_cache, T* __restrict__ v_cache, QkvPre<W> pre) {
   __shared__ float cs[2][kMaxHalfDim];  // cos, sin of pair i at this token's position
   __shared__ float rstd[kMaxNormHeads];  // pre.q_norm: per q and k head
   const int half_dim = sh.head_dim / 2, d = sh.head_dim, runs = half_dim / V;
@@ -78,7 +79,7 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
       for (int k = 0; k < V; ++k) a[k] += ba[k], b[k] += bb[k];
     }
     if (pre.q_norm && head < turned) {
-      const T* w = head < sh.n_heads ? pre.q_norm : pre.k_norm;
+      const W* w = head < sh.n_heads ? pre.q_norm : pre.k_norm;
       float wa[V], wb[V];
       load_run<V>(w + i, wa);
       load_run<V>(w + i + half_dim, wb);
@@ -97,8 +98,9 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
       const bool is_k = head < turned;
       T* dst = (is_k ? k_cache : v_cache) + slot +
                (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
-      store_run<V>(dst + i, a);
-      store_run<V>(dst + i + half_dim, b);
+      const float kv_scale = is_k ? sh.k_scale : sh.v_scale;
+      kv_store_run<V>(dst + i, a, kv_scale);
+      kv_store_run<V>(dst + i + half_dim, b, kv_scale);
     }
   }
 }
@@ -107,9 +109,9 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
 
 // ---- launchers -------------------------------------------------------------------
 
-template <typename In, typename T>
+template <typename In, typename T, typename W>
 void paged_rope_kv(const In* qkv, PagedShape sh, int n, const float* inv_freq, PagedMeta meta,
-                   float* q, T* k, T* v, cudaStream_t s, QkvPre<T> pre) {
+                   float* q, T* k, T* v, cudaStream_t s, QkvPre<W> pre) {
   HAYATE_CHECK(!pre.q_norm || sh.n_heads + sh.n_kv_heads <= kMaxNormHeads,
                "paged_rope_kv: per-head q/k norms take at most ", kMaxNormHeads,
                " q and k heads, got ", sh.n_heads + sh.n_kv_heads);
@@ -122,19 +124,25 @@ void paged_rope_kv(const In* qkv, PagedShape sh, int n, const float* inv_freq, P
   // Vector accesses: every row and head offset is a multiple of 4 elements;
   // the pointers must be too (fp32: 16 bytes, 16-bit: 8).
   if (sh.head_dim % 8 == 0 && aligned_to(4 * sizeof(In), qkv) && aligned_to(16, q) &&
-      aligned_to(4 * sizeof(T), k, v, pre.bias, pre.q_norm, pre.k_norm))
-    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<4, In, T>, qkv, sh, inv_freq, cache, q, k, v,
-           pre);
+      aligned_to(4 * sizeof(T), k, v) && aligned_to(4 * sizeof(W), pre.bias, pre.q_norm, pre.k_norm))
+    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<4, In, T, W>, qkv, sh, inv_freq, cache, q, k,
+           v, pre);
   else
-    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<1, In, T>, qkv, sh, inv_freq, cache, q, k, v,
-           pre);
+    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<1, In, T, W>, qkv, sh, inv_freq, cache, q, k,
+           v, pre);
 }
 
 #define HAYATE_ROPE_INSTANTIATE(T)                                                                 \
-  template void paged_rope_kv<float, T>(const float*, PagedShape, int, const float*, PagedMeta,    \
-                                        float*, T*, T*, cudaStream_t, QkvPre<T>);                  \
-  template void paged_rope_kv<T, T>(const T*, PagedShape, int, const float*, PagedMeta, float*, T*, \
-                                    T*, cudaStream_t, QkvPre<T>);
+  template void paged_rope_kv<float, T, T>(const float*, PagedShape, int, const float*,           \
+                                           PagedMeta, float*, T*, T*, cudaStream_t, QkvPre<T>);    \
+  template void paged_rope_kv<T, T, T>(const T*, PagedShape, int, const float*, PagedMeta, float*, \
+                                       T*, T*, cudaStream_t, QkvPre<T>);                           \
+  /* e4m3 pools (--kv-cache-dtype fp8), from either QKV output */                                  \
+  template void paged_rope_kv<float, KvFp8, T>(const float*, PagedShape, int, const float*,       \
+                                               PagedMeta, float*, KvFp8*, KvFp8*, cudaStream_t,    \
+                                               QkvPre<T>);                                         \
+  template void paged_rope_kv<T, KvFp8, T>(const T*, PagedShape, int, const float*, PagedMeta,    \
+                                           float*, KvFp8*, KvFp8*, cudaStream_t, QkvPre<T>);
 HAYATE_ROPE_INSTANTIATE(half)
 HAYATE_ROPE_INSTANTIATE(__nv_bfloat16)
 #undef HAYATE_ROPE_INSTANTIATE
