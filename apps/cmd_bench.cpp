@@ -250,7 +250,12 @@ void run_bench_command(const BenchArgs& a) {
   if (a.explain) explain_runs(std::cout, r, model.config, backend.name() == "cpu" ? 4 : 2, bw);
   // What the model wrote (random weights make random text; EOS is ignored).
   if (!r.runs.empty() && !r.runs.front().output_ids.empty()) {
-    std::cout << "text of run 1: " << tok->decode(r.runs.front().output_ids, true) << "\n";
+    // Ids past the tokenizer's vocabulary (the model's padding rows, which a
+    // random model samples) have no text, as in the engine's stream decoder.
+    std::vector<int32_t> ids;
+    for (int32_t id : r.runs.front().output_ids)
+      if (id < tok->vocab_size()) ids.push_back(id);
+    std::cout << "text of run 1: " << tok->decode(ids, true) << "\n";
   }
   std::cout << std::flush;
   if (!a.json.empty()) {

@@ -44,6 +44,7 @@ struct ServeArgs {
   double gpu_memory_fraction = 0.9;
   bool enable_prefix_caching = true;
   std::string chat_template;             // a file, or the template itself
+  std::string reasoning_parser;          // "" or qwen3 (server/reasoning.h)
   std::string generation_config = "auto";  // auto | vllm | a folder
   std::string log_level = "info";
   bool log_requests = false;
@@ -169,6 +170,7 @@ int run_serve(const ServeArgs& a) {
   so.limits.max_n = a.max_n;
   so.allowed_origins = origins;
   if (a.seed_given) so.seed = a.model.seed;
+  so.reasoning_parser = a.reasoning_parser;
   so.log.level = level;
   so.tools.enable_auto_tool_choice = a.enable_auto_tool_choice;
   so.tools.parser = server::parse_tool_parser_name(a.tool_call_parser);
@@ -273,6 +275,10 @@ void add_serve_command(CLI::App& app) {
                 "reuse the KV blocks of prompt prefixes earlier requests computed (default on)");
   cmd->add_option("--chat-template", args->chat_template,
                   "chat template: a Jinja file, or the template itself (default: the model's)");
+  cmd->add_option("--reasoning-parser", args->reasoning_parser,
+                  "split <think>...</think> out of chat answers as reasoning_content (vLLM's "
+                  "flag): qwen3")
+      ->check(CLI::IsMember({"qwen3"}));
   cmd->add_option("--generation-config", args->generation_config,
                   "sampling defaults: auto (the model's generation_config.json), vllm (none) or "
                   "a folder holding generation_config.json")

@@ -111,8 +111,6 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                  "the batched cuda backend needs head_dim 32, 64 or 128 and at most ",
                  kPagedMaxGroup, " query heads per kv head (got head_dim ", c_.head_dim, ", ",
                  c_.num_heads, " heads, ", c_.num_kv_heads, " kv heads)");
-    HAYATE_CHECK(!c_.qkv_bias && !c_.qk_norm, "the cuda backend does not run ", c_.architecture,
-                 " yet (q/k/v biases, q/k norms): use --backend cpu");
     HAYATE_CHECK(c_.hidden_size % 8 == 0 && c_.intermediate_size % 8 == 0,
                  "hidden and intermediate sizes must be multiples of 8");
     max_model_len_ =
@@ -137,7 +135,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     HAYATE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, o.device));
     persistent_ = o.switches.persistent != PersistentMode::kOff && major >= 9 &&
                   persistent_decode_supported(c_.hidden_size, c_.intermediate_size, c_.vocab_size,
-                                              c_.num_heads, c_.num_kv_heads, c_.head_dim);
+                                              c_.num_heads, c_.num_kv_heads, c_.head_dim,
+                                              c_.qk_norm);
 
     HAYATE_CUDA_CHECK(cudaSetDevice(o.device));
     device_ = o.device;
@@ -157,7 +156,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                    " exceeds what the fused RMSNorm + quantization kernel holds");
     }
     w_ = upload_weights<T>(model, s_, o.on_load_progress);
-    if (w_.fp8) persistent_ = persistent_ && persistent_decode_fp8_supported();
+    // FP8 with Qwen3's q/k norms: no instantiation of the persistent kernel
+    // (each one is compile time); bucket 1 runs the batched path.
+    if (w_.fp8) persistent_ = persistent_ && persistent_decode_fp8_supported() && !c_.qk_norm;
     // The persistent kernel's attention reads T pools: e4m3 ones run bucket 1
     // on the batched path (GEMVs or cuBLAS, split or one-pass attention).
     persistent_ = persistent_ && !kv8_;
@@ -602,10 +603,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       else
         matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, p.mm);  // QKV [rows, qkv]
       with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
-        if (t_out)
-          paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
+        if (t_out)  // Q roped (biases, q/k norms first); K, V -> pool
+          paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
         else
-          paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
+          paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
         attend(p, sh, kp, vp);  // ATT [rows, qd]
       });
       matmul(L.wo, attn_, rows, D, qd, h_, 1.0f, p.mm);   // H += ATT Wo^T
@@ -637,8 +638,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       rmsnorm_fp8(h_, L.attn_norm, rows, D, eps, L.qkv8.input_scale, xq_, xs_, s_);  // XQ [rows, D]
       gemm_->fp8(L.qkv8, xq_, xs_, rows, qkvd, D, big_t, false);  // QKV [rows, qkv] T
       with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
-        paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_);  // Q roped; K, V -> pool
-        attend(p, sh, kp, vp);                                             // ATT [rows, qd]
+        // Q roped (biases, q/k norms first); K, V -> pool
+        paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
+        attend(p, sh, kp, vp);  // ATT [rows, qd]
       });
       quantize_rows_fp8(attn_, rows, qd, L.o8.input_scale, xq_, xs_, s_);  // XQ [rows, qd]
       gemm_->fp8(L.o8, xq_, xs_, rows, D, qd, h_, true);                   // H += ATT Wo^T
@@ -648,6 +650,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       gemm_->fp8(L.down8, xq_, xs_, rows, D, I, h_, true);             // H += ACT Wd^T
     }
     lm_head(p);
+  }
+
+  // What paged_rope_kv does to a layer's QKV rows before RoPE: Qwen2's
+  // biases, Qwen3's per-head q/k norms (none for Llama and Mistral).
+  QkvPre<T> qkv_pre(const LayerWeights<T>& L) const {
+    return {L.bqkv, L.q_norm, L.k_norm, c_.rms_norm_eps};
   }
 
   // The final norm and the LM head (in T) on the logits rows, greedy picks.
@@ -766,6 +774,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       persist_part_ml_ = alloc<float>(size_t(persistent_max_splits()) * c_.num_heads * 2);
       persist_barrier_ = alloc<unsigned>(2);
       persist_counters_ = alloc<int>(size_t(persistent_counters(c_.num_layers, c_.num_kv_heads)));
+      if (c_.qk_norm) persist_k_raw_ = alloc<float>(size_t(c_.kv_dim()));
     }
     const size_t R = size_t(max_logit_rows_);  // >= S
     last_ = alloc<T>(R * D);
@@ -870,6 +879,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       pl.s_down = L.down8.scale;
       pl.in_qkv = L.qkv8.input_scale, pl.in_o = L.o8.input_scale;
       pl.in_gate_up = L.gate_up8.input_scale, pl.in_down = L.down8.input_scale;
+      pl.bqkv = L.bqkv, pl.q_norm = L.q_norm, pl.k_norm = L.k_norm;
       layers.push_back(pl);
     }
     upload(persist_layers_, layers.data(), layers.size());
@@ -903,7 +913,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                    logits_,
                                    persist_barrier_,
                                    persist_counters_,
-                                   w_.fp8};
+                                   w_.fp8,
+                                   c_.qk_norm,
+                                   persist_k_raw_};
     // A trial step before capture: slot 0 at position 0 of the scratch block
     // (graph padding's); activations are whatever the buffers hold.
     packer_.clear();
@@ -1035,6 +1047,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   bool profile_persistent_ = false;      // profile_step(): bucket 1's forward runs eagerly
   PersistentLayer<T>* persist_layers_ = nullptr;
   float *persist_h2_ = nullptr, *persist_part_o_ = nullptr, *persist_part_ml_ = nullptr;
+  float* persist_k_raw_ = nullptr;  // qk_norm: QKV's un-normalised k row
   unsigned* persist_barrier_ = nullptr;
   int* persist_counters_ = nullptr;
   int batch_from_ = INT_MAX;  // steps with this many non-greedy rows or more: batched

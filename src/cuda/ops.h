@@ -41,6 +41,9 @@ struct PersistentLayer {
   const uint8_t *wqkv8 = nullptr, *wo8 = nullptr, *w_gate_up8 = nullptr, *w_down8 = nullptr;
   const float *s_qkv = nullptr, *s_o = nullptr, *s_gate_up = nullptr, *s_down = nullptr;
   float in_qkv = 0.0f, in_o = 0.0f, in_gate_up = 0.0f, in_down = 0.0f;
+  // Qwen2's q/k/v biases [q_dim + 2 kv_dim], added in the QKV epilogue; Qwen3's
+  // per-head q/k RMSNorm weights [head_dim] (PersistentDecode::qk_norm). Null: none.
+  const T *bqkv = nullptr, *q_norm = nullptr, *k_norm = nullptr;
 };
 template <typename T>
 struct PersistentDecode {
@@ -62,6 +65,13 @@ struct PersistentDecode {
   // in registers (per token, or with the static scale) and its sums scaled
   // by x's scale and the weight row's; the LM head stays in T.
   bool fp8 = false;
+  // Qwen3: q and k are RMS-normalised per head before RoPE. A head's norm
+  // needs all of its rows, which QKV's tiles spread over the grid, so QKV
+  // writes them raw (q to q, k to k_raw [kv_dim]) and the attention items,
+  // after the barrier, normalise and turn q in shared memory and the item
+  // holding the step's key row does the same for k and appends it.
+  bool qk_norm = false;
+  float* k_raw = nullptr;
   // null, or [gridDim.x][persistent_trace_slots(n_layers)]: each block's
   // %globaltimer (ns) where its consumers finish a phase and leave its
   // barrier (`hayate profile`): [0] start; per layer l from 1 + 9 l: QKV
@@ -87,10 +97,10 @@ __host__ __device__ constexpr int persistent_counters(int n_layers, int n_kv_hea
 }
 // Shapes the kernel has a configuration for (Llama 3.x 1B/3B/8B: head_dim 64
 // or 128, and dummy:tiny's 32; up to 4 query heads per kv head, hidden <= 4096,
-// inter <= 16384). h holds the embedded token on entry and the residual
+// inter <= 16384; with qk_norm, head_dim 128: Qwen3's). h holds the embedded token on entry and the residual
 // stream on exit (down_proj writes h, o_proj h2).
 bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, int n_kv_heads,
-                                 int head_dim);
+                                 int head_dim, bool qk_norm = false);
 int persistent_max_splits();
 // Whether the persistent kernel reads FP8 linear weights (W8A8 models).
 bool persistent_decode_fp8_supported();
@@ -124,12 +134,23 @@ void embed(const T* table, const int32_t* tokens, int n, int dim, float* h, cuda
 // qkv [n_tokens, q_dim + 2 kv_dim] in In (fp32, or T where the QKV GEMM
 // writes T) -> q [n_tokens, q_dim] roped (fp32); roped k and v into the paged
 // pools at each token's (block, row) (paged_attention.cuh): T values, or
-// (T = KvFp8) e4m3 codes of k / sh.k_scale and v / sh.v_scale.
+// (T = KvFp8) e4m3 codes of k / sh.k_scale and v / sh.v_scale. Before RoPE,
+// with `pre` (W: the model's 16-bit type): the bias [q_dim + 2 kv_dim] added
+// (Qwen2), then each q and k head RMS-normalised and scaled by q_norm /
+// k_norm [head_dim] (Qwen3).
 struct PagedShape;
 struct PagedMeta;
-template <typename In, typename T>
+template <typename T>
+struct QkvPre {
+  const T* bias = nullptr;    // null: no q/k/v biases
+  const T* q_norm = nullptr;  // null: no per-head norm (k_norm then null too)
+  const T* k_norm = nullptr;
+  float eps = 0.0f;
+};
+template <typename In, typename T, typename W = T>
 void paged_rope_kv(const In* qkv, PagedShape sh, int n_tokens, const float* inv_freq,
-                   PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s);
+                   PagedMeta meta, float* q, T* k_pool, T* v_pool, cudaStream_t s,
+                   QkvPre<W> pre = {});
 
 // ---- activation.cu -----------------------------------------------------------
 // gu [n, 2 inter] (fp32: GemmEx or batched-GEMV output) -> out [n, inter] =

@@ -182,7 +182,10 @@ DeviceWeights<T> upload_weights(const Model& m, cudaStream_t s,
     const std::string p = cat("layers.", l, ".");
     dw.layers.push_back({get(p + "attn_norm"), get(p + "wqkv"), get(p + "wo"), get(p + "ffn_norm"),
                          get(p + "w_gate_up"), get(p + "w_down"), get8(p + "wqkv"),
-                         get8(p + "wo"), get8(p + "w_gate_up"), get8(p + "w_down")});
+                         get8(p + "wo"), get8(p + "w_gate_up"), get8(p + "w_down"),
+                         c.qkv_bias ? get(p + "bqkv") : nullptr,
+                         c.qk_norm ? get(p + "q_norm") : nullptr,
+                         c.qk_norm ? get(p + "k_norm") : nullptr});
   }
   size_t n_fp8 = fp8_by_name.size();
   dw.fp8 = n_fp8 > 0;

@@ -32,6 +32,9 @@ struct LayerWeights {
   const T* w_gate_up;  // [2 inter, hidden]
   const T* w_down;     // [hidden, inter]
   Fp8Linear qkv8, o8, gate_up8, down8;
+  const T* bqkv = nullptr;    // [q_dim + 2 kv_dim] q/k/v biases (Qwen2), else null
+  const T* q_norm = nullptr;  // [head_dim] per-head q/k RMSNorm weights (Qwen3), else null
+  const T* k_norm = nullptr;
 };
 
 template <typename T>

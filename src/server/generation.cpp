@@ -8,6 +8,7 @@
 #include "grammar/token_tables.h"
 #include "grammar/vocab.h"
 #include "server/logprobs.h"
+#include "server/reasoning.h"
 #include "server/server_impl.h"
 #include "tokenizer/tokenizer.h"
 
@@ -240,8 +241,12 @@ void OpenAIServer::Impl::handle_generate(const httplib::Request& req, httplib::R
   if (!ready) throw ApiError(503, "the model is still loading", "", "loading");
   if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down");
   json body = parse_json_body(text);
+  // Chat: the template writes tools and tool-call arguments in the client's key order.
+  const nlohmann::ordered_json ordered =
+      endpoint == Endpoint::kChat ? parse_json_body_ordered(text) : nlohmann::ordered_json();
   GenRequest g = parse_request(body, endpoint, limits, model.defaults, *model.tokenizer,
-                               opt.served_model_names);
+                               opt.served_model_names,
+                               endpoint == Endpoint::kChat ? &ordered : nullptr);
   if (endpoint == Endpoint::kChat) g.tools = parse_tools(body, opt.tools);
   if (g.tools) {
     if (std::optional<StructuredSpec> spec = tool_grammar(*g.tools)) {
@@ -307,9 +312,18 @@ void OpenAIServer::Impl::respond_once(Call& call, const httplib::Request& req,
       choice["prompt_logprobs"] =
           prompt_logprobs_json(*model.tokenizer, prompt.ids, *plp, g.prompt_logprobs);
     if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-      if (g.tools) {  // tool calls out of the text (tools.h); a malformed one stays content
-        const ParsedOutput p = parse_tool_output(c.text, *g.tools, opt.tools.parser);
+      // --reasoning-parser first: the thinking out of the text; tools then
+      // parse what is left (tools.h), a malformed call staying content.
+      std::optional<ReasoningSplitter::Split> parts;
+      if (!opt.reasoning_parser.empty()) parts = ReasoningSplitter::split(c.text);
+      const std::string text = parts ? parts->content.value_or("") : c.text;
+      choice["message"] = {{"role", "assistant"},
+                           {"content", parts && !parts->content ? json(nullptr) : json(text)}};
+      if (parts)
+        choice["message"]["reasoning_content"] =
+            parts->reasoning ? json(*parts->reasoning) : json(nullptr);
+      if (g.tools) {
+        const ParsedOutput p = parse_tool_output(text, *g.tools, opt.tools.parser);
         choice["message"]["content"] = p.content ? json(*p.content) : json(nullptr);
         choice["message"]["tool_calls"] = tool_calls_json(p.calls);
         // vLLM's: "tool_calls" unless the call was forced by name.
@@ -351,6 +365,11 @@ struct StreamWriter {
   std::vector<std::vector<SampleResult>> held;
   std::vector<int64_t> offset;
   std::vector<bool> sent_prompt_ids;  // completions with return_token_ids, per choice
+  // --reasoning-parser on a chat: each choice's deltas split into
+  // reasoning_content and content (not with tools: their stream, tool_event,
+  // sends the text as it parses it).
+  bool reasoning = false;
+  std::vector<ReasoningSplitter> splitters;
   // Chat with tools, per choice: the text so far, how much of it went out as
   // content, and whether a named call's first delta (id, name) went out.
   struct ToolStream {
@@ -372,13 +391,18 @@ struct StreamWriter {
   }
 
   json choice(int index, const std::string& text, const char* finish, bool role,
-              json logprobs = nullptr) const {
+              json logprobs = nullptr, const ReasoningSplitter::Parts* parts = nullptr) const {
     json c = {{"index", index}, {"logprobs", std::move(logprobs)}};
     c["finish_reason"] = finish ? json(finish) : json(nullptr);
     if (call->req.endpoint == Endpoint::kChat) {
       json delta = json::object();
       if (role) delta["role"] = "assistant";
-      if (role || !text.empty()) delta["content"] = text;
+      if (parts) {
+        if (!parts->reasoning.empty()) delta["reasoning_content"] = parts->reasoning;
+        if (!parts->content.empty()) delta["content"] = parts->content;
+      } else if (role || !text.empty()) {
+        delta["content"] = text;
+      }
       c["delta"] = std::move(delta);
     } else {
       c["text"] = text;
@@ -521,7 +545,20 @@ struct StreamWriter {
       auto& h = held[size_t(index)];
       h.insert(h.end(), e.logprobs.begin(), e.logprobs.end());
     }
-    if (!e.finished && (chat ? e.text.empty() : e.token_ids.empty())) return out;
+    ReasoningSplitter::Parts parts;
+    if (reasoning) {
+      splitters.resize(call->choices.size());
+      ReasoningSplitter& sp = splitters[size_t(index)];
+      parts = sp.push(e.text);
+      if (e.finished) {
+        ReasoningSplitter::Parts rest = sp.finish();
+        parts.reasoning += rest.reasoning;
+        parts.content += rest.content;
+      }
+      if (!e.finished && parts.reasoning.empty() && parts.content.empty()) return out;
+    } else if (!e.finished && (chat ? e.text.empty() : e.token_ids.empty())) {
+      return out;
+    }
     std::string_view reason = finish_reason_name(e.finish);
     std::string reason_s(reason);
     json lp = nullptr;
@@ -532,7 +569,8 @@ struct StreamWriter {
     }
     json j = chunk_base();
     j["choices"] = json::array(
-        {choice(index, e.text, e.finished ? reason_s.c_str() : nullptr, false, std::move(lp))});
+        {choice(index, e.text, e.finished ? reason_s.c_str() : nullptr, false, std::move(lp),
+                reasoning ? &parts : nullptr)});
     if (call->req.return_token_ids) {
       json& c = j["choices"][0];
       c["token_ids"] = e.token_ids;
@@ -570,6 +608,7 @@ void OpenAIServer::Impl::respond_stream(const std::shared_ptr<Call>& call,
   auto writer = std::make_shared<StreamWriter>();
   writer->call = call;
   writer->tok = model.tokenizer;
+  writer->reasoning = call->req.endpoint == Endpoint::kChat && !opt.reasoning_parser.empty();
   writer->parser = opt.tools.parser;
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");

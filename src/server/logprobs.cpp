@@ -13,12 +13,15 @@ double clamped(float lp) {
   return std::isnan(lp) ? -9999.0 : std::max(double(lp), -9999.0);
 }
 
+// Ids past the tokenizer's vocabulary (the model's padding rows) have no text.
 std::string token_text(const Tokenizer& tok, int32_t id) {
+  if (id >= tok.vocab_size()) return "";
   return tok.decode(std::span<const int32_t>(&id, 1));
 }
 
 json token_bytes(const Tokenizer& tok, int32_t id) {
-  std::string raw = tok.decode_bytes(std::span<const int32_t>(&id, 1));
+  std::string raw =
+      id >= tok.vocab_size() ? "" : tok.decode_bytes(std::span<const int32_t>(&id, 1));
   json b = json::array();
   for (char c : raw) b.push_back(int(uint8_t(c)));
   return b;

@@ -116,19 +116,119 @@ std::vector<PromptIds> completion_prompts(const json& body, const Limits& lim,
   return out;
 }
 
-std::vector<int32_t> chat_prompt(const json& body, const Limits& lim, const Tokenizer& tok) {
+// The field's value in a J object (json or ordered_json), or nullptr when it
+// is absent or null.
+template <typename J>
+const J* field_of(const J& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// The messages as the template sees them, as vLLM hands them over: role and
+// content (`parsed`: a string; text parts joined; absent or null: empty), an
+// assistant's tool_calls (each function's arguments parsed from their JSON
+// string into an object, as vLLM does, so `arguments | tojson` writes
+// JSON) and reasoning_content, a tool message's tool_call_id, and name. J:
+// json, or ordered_json to keep the client's key order.
+template <typename J>
+J template_messages(const J& m, const std::vector<ChatMessage>& parsed) {
+  J out = J::array();
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    const J& msg = m[i];
+    J t = J::object();
+    t["role"] = parsed[i].role;
+    t["content"] = parsed[i].content;
+    if (const J* calls = field_of(msg, "tool_calls")) {
+      if (!calls->is_array())
+        throw bad_request("an assistant message's 'tool_calls' must be a list", "messages");
+      J cs = J::array();
+      for (const J& c : *calls) {
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+            !c["function"].contains("name") || !c["function"]["name"].is_string())
+          throw bad_request("each tool call must be an object with a 'function' holding a 'name'",
+                            "messages");
+        J call = c;
+        J& args = call["function"]["arguments"];
+        if (args.is_string()) {
+          J parsed_args = J::parse(args.template get<std::string>(), nullptr, false);
+          if (parsed_args.is_discarded())
+            throw bad_request(cat("tool call '", c["function"]["name"].template get<std::string>(),
+                                  "': 'arguments' is not valid JSON"),
+                              "messages");
+          args = std::move(parsed_args);
+        } else if (args.is_null()) {
+          args = J::object();
+        }
+        cs.push_back(std::move(call));
+      }
+      t["tool_calls"] = std::move(cs);
+    }
+    for (const char* k : {"tool_call_id", "name", "reasoning_content"})
+      if (const J* v = field_of(msg, k)) {
+        if (!v->is_string()) throw bad_request(cat("'", k, "' must be a string"), "messages");
+        t[k] = *v;
+      }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// The chat form's prompt text, as vLLM renders it (its chat completions and
+// /tokenize alike): messages, tools, chat_template_kwargs (template
+// variables such as enable_thinking; they override the others),
+// add_generation_prompt, and continue_final_message (the last message left
+// open for the model to continue; it excludes add_generation_prompt). A
+// template that fails to render is a 400 naming the error. `ordered`: the
+// same body with its objects' key order (what the template's `tojson`
+// writes), when the caller has it.
+std::string render_chat(const json& body, const nlohmann::ordered_json* ordered,
+                        const Tokenizer& tok) {
+  using ojson = nlohmann::ordered_json;
   const json* m = field(body, "messages");
   if (!m) throw bad_request("'messages' is required", "messages");
-  std::vector<ChatMessage> messages = parse_messages(*m);
-  bool add_generation_prompt = true;
+  const std::vector<ChatMessage> parsed = parse_messages(*m);  // validates role and content
+  (void)template_messages(*m, parsed);  // validates tool calls and the string fields
+  bool add_generation_prompt = true, continue_final = false;
   if (const json* v = field(body, "add_generation_prompt"))
     add_generation_prompt = get_bool(*v, "add_generation_prompt");
+  if (const json* v = field(body, "continue_final_message"))
+    continue_final = get_bool(*v, "continue_final_message");
+  if (continue_final && add_generation_prompt)
+    throw bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to "
+                      "True.",
+                      "continue_final_message");
+  if (const json* v = field(body, "tools")) {
+    if (!v->is_array()) throw bad_request("'tools' must be a list", "tools");
+    for (const json& t : *v)
+      if (!t.is_object()) throw bad_request("each tool must be an object", "tools");
+  }
+  if (const json* v = field(body, "chat_template_kwargs"))
+    if (!v->is_object())
+      throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  // Everything is valid: the template's values, in the client's key order when known.
+  const ojson src = ordered ? *ordered : ojson::parse(body.dump());
+  ojson vars = ojson::object();
+  if (const ojson* v = field_of(src, "tools")) vars["tools"] = *v;
+  if (const ojson* v = field_of(src, "chat_template_kwargs"))
+    for (const auto& [k, x] : v->items()) vars[k] = x;
   std::string rendered;
   try {
-    rendered = tok.apply_chat_template(messages, add_generation_prompt);
+    const auto dump = [](const ojson& j) {
+      return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+    };
+    rendered = tok.apply_chat_template_json(dump(template_messages(src["messages"], parsed)),
+                                            add_generation_prompt, dump(vars));
+    if (continue_final) rendered = cut_after_final_message(rendered, parsed.back().content);
   } catch (const Error& e) {
     throw bad_request(cat("chat template: ", e.what()), "messages");
   }
+  return rendered;
+}
+
+std::vector<int32_t> chat_prompt(const json& body, const nlohmann::ordered_json* ordered,
+                                 const Limits& lim, const Tokenizer& tok) {
+  const std::string rendered = render_chat(body, ordered, tok);
   // The template writes the BOS token itself, so no special tokens are added
   // (vLLM does the same).
   return tok.encode_at_most(rendered, /*add_special_tokens=*/false, size_t(lim.max_model_len));
@@ -246,6 +346,12 @@ json parse_json_body(const std::string& body) {
   return j;
 }
 
+nlohmann::ordered_json parse_json_body_ordered(const std::string& body) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw bad_request("the request body is not valid JSON");
+  return j;
+}
+
 std::vector<ChatMessage> parse_messages(const json& m) {
   if (!m.is_array() || m.empty())
     throw bad_request("'messages' must be a non-empty list", "messages");
@@ -278,7 +384,8 @@ std::vector<ChatMessage> parse_messages(const json& m) {
 
 GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
                          const GenerationDefaults& defaults, const Tokenizer& tok,
-                         const std::vector<std::string>& served_names) {
+                         const std::vector<std::string>& served_names,
+                         const nlohmann::ordered_json* ordered) {
   GenRequest r;
   r.endpoint = endpoint;
   r.model = served_names.empty() ? "" : served_names.front();
@@ -430,7 +537,7 @@ GenRequest parse_request(const json& body, Endpoint endpoint, const Limits& lim,
   if (endpoint == Endpoint::kCompletions)
     r.prompts = completion_prompts(body, lim, tok);
   else
-    r.prompts.push_back({chat_prompt(body, lim, tok), ""});
+    r.prompts.push_back({chat_prompt(body, ordered, lim, tok), ""});
   const int64_t L = lim.max_model_len;
   const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
   int64_t P = 0;  // the longest prompt: max_tokens must fit beside it
@@ -526,7 +633,8 @@ json GenerationDefaults::to_json() const {
   return j;
 }
 
-json handle_tokenize(const json& body, const Limits& lim, const Tokenizer& tok) {
+json handle_tokenize(const json& body, const Limits& lim, const Tokenizer& tok,
+                     const nlohmann::ordered_json* ordered) {
   if (const json* v = field(body, "return_token_strs"))
     if (get_bool(*v, "return_token_strs"))
       throw bad_request("'return_token_strs' is not supported by this server",
@@ -536,17 +644,7 @@ json handle_tokenize(const json& body, const Limits& lim, const Tokenizer& tok) 
     bool add_special = false;
     if (const json* v = field(body, "add_special_tokens"))
       add_special = get_bool(*v, "add_special_tokens");
-    bool add_generation_prompt = true;
-    if (const json* v = field(body, "add_generation_prompt"))
-      add_generation_prompt = get_bool(*v, "add_generation_prompt");
-    std::vector<ChatMessage> messages = parse_messages(body["messages"]);
-    std::string rendered;
-    try {
-      rendered = tok.apply_chat_template(messages, add_generation_prompt);
-    } catch (const Error& e) {
-      throw bad_request(cat("chat template: ", e.what()), "messages");
-    }
-    ids = tok.encode(rendered, add_special);
+    ids = tok.encode(render_chat(body, ordered, tok), add_special);
   } else {
     const json* p = field(body, "prompt");
     if (!p) throw bad_request("'prompt' or 'messages' is required", "prompt");

@@ -103,21 +103,29 @@ struct GenRequest {
 
 // Parses `body` (already JSON) for `endpoint`. Tokenizes with `tok`. Checks
 // the model name against `served_names` (404 when it matches none; a missing
-// model field is accepted as the served one, like vLLM).
+// model field is accepted as the served one, like vLLM). `ordered`: the same
+// body parsed with its objects' key order (chat: the template writes tools
+// and tool-call arguments in it), or null.
 GenRequest parse_request(const nlohmann::json& body, Endpoint endpoint, const Limits& limits,
                          const GenerationDefaults& defaults, const Tokenizer& tok,
-                         const std::vector<std::string>& served_names);
+                         const std::vector<std::string>& served_names,
+                         const nlohmann::ordered_json* ordered = nullptr);
 
 // Parses the raw body text, mapping a syntax error to a 400.
 nlohmann::json parse_json_body(const std::string& body);
+// The same keeping each object's key order (after parse_json_body accepted it).
+nlohmann::ordered_json parse_json_body_ordered(const std::string& body);
 
 // Chat messages from a "messages" array: content as a string or as a list of
 // {"type": "text", "text": ...} parts (joined).
 std::vector<ChatMessage> parse_messages(const nlohmann::json& messages);
 
-// vLLM's /tokenize and /detokenize.
+// vLLM's /tokenize (a prompt, or its chat form: messages, tools,
+// add_generation_prompt, continue_final_message, chat_template_kwargs,
+// rendered as a chat request's) and /detokenize. `ordered`: as parse_request's.
 nlohmann::json handle_tokenize(const nlohmann::json& body, const Limits& limits,
-                               const Tokenizer& tok);
+                               const Tokenizer& tok,
+                               const nlohmann::ordered_json* ordered = nullptr);
 nlohmann::json handle_detokenize(const nlohmann::json& body, const Limits& limits,
                                  const Tokenizer& tok);
 

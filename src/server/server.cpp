@@ -302,7 +302,9 @@ void OpenAIServer::Impl::install_routes() {
     guarded(res, [&] {
       std::string body = read_body(reader);
       if (!ready) throw ApiError(503, "the model is still loading", "", "loading");
-      json out = handle_tokenize(parse_json_body(body), limits, *model.tokenizer);
+      const json j = parse_json_body(body);
+      const nlohmann::ordered_json ordered = parse_json_body_ordered(body);
+      json out = handle_tokenize(j, limits, *model.tokenizer, &ordered);
       res.set_content(dump(out), "application/json");
     });
   });

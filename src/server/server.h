@@ -54,6 +54,9 @@ struct ServerOptions {
   // run's sampling repeatable); unset: from the OS's random device.
   std::optional<uint64_t> seed;
   ToolOptions tools;  // --enable-auto-tool-choice, --tool-call-parser
+  // vLLM's --reasoning-parser: "" (none) or "qwen3" (reasoning.h); chat
+  // answers then carry reasoning_content beside content.
+  std::string reasoning_parser;
 };
 
 // The loaded model, handed over once it is ready. Everything must outlive the

@@ -19,5 +19,8 @@ namespace hayate::jinja {
 
 // context: a JSON object of top-level variables (messages, bos_token, ...).
 std::string render(const std::string& source, const nlohmann::json& context);
+// The same with objects in their given key order (Python dicts keep it, and
+// templates write tools and tool-call arguments with `tojson`).
+std::string render(const std::string& source, const nlohmann::ordered_json& context);
 
 }  // namespace hayate::jinja

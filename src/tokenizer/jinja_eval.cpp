@@ -30,21 +30,24 @@ namespace {
   fail(cat("chat template: line ", e.line, ": ", msg));
 }
 
-Value from_json(const nlohmann::json& j, int depth = 0) {
+// J: nlohmann::json, or ordered_json (objects keep the client's key order,
+// which `tojson` then writes as Python's json.dumps would).
+template <typename J>
+Value from_json(const J& j, int depth = 0) {
   if (depth > kMaxValueDepth) too_deep();
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value::boolean(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return Value::integer(j.get<int64_t>());
-    case nlohmann::json::value_t::number_float: return Value::real(j.get<double>());
-    case nlohmann::json::value_t::string: return Value::str(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case J::value_t::null: return Value::none();
+    case J::value_t::boolean: return Value::boolean(j.template get<bool>());
+    case J::value_t::number_integer:
+    case J::value_t::number_unsigned: return Value::integer(j.template get<int64_t>());
+    case J::value_t::number_float: return Value::real(j.template get<double>());
+    case J::value_t::string: return Value::str(j.template get<std::string>());
+    case J::value_t::array: {
       List l;
       for (const auto& x : j) l.push_back(from_json(x, depth + 1));
       return Value::of_list(std::move(l));
     }
-    case nlohmann::json::value_t::object: {
+    case J::value_t::object: {
       Dict d;
       for (const auto& [k, v] : j.items()) d.emplace_back(k, from_json(v, depth + 1));
       return Value::of_dict(std::move(d));
@@ -328,7 +331,8 @@ void check_size(size_t n, size_t limit, const Expr& e) {
 
 class Renderer {
  public:
-  explicit Renderer(const nlohmann::json& ctx) {
+  template <typename J>
+  explicit Renderer(const J& ctx) {
     scopes_.emplace_back();
     for (const auto& [k, v] : ctx.items()) scopes_.back().set(k, from_json(v));
     scopes_.emplace_back();  // the template's own top-level `set`s
@@ -591,7 +595,10 @@ class Renderer {
 
 namespace hayate::jinja {
 
-std::string render(const std::string& source, const nlohmann::json& context) {
+namespace {
+
+template <typename J>
+std::string render_any(const std::string& source, const J& context) {
   HAYATE_CHECK(context.is_object(), "chat template: context must be a JSON object");
   Body body = parse(source);
   Renderer r(context);
@@ -599,6 +606,16 @@ std::string render(const std::string& source, const nlohmann::json& context) {
   Flow f = r.run(body, out);
   HAYATE_CHECK(f == Flow::kNormal, "chat template: break/continue outside a loop");
   return out;
+}
+
+}  // namespace
+
+std::string render(const std::string& source, const nlohmann::json& context) {
+  return render_any(source, context);
+}
+
+std::string render(const std::string& source, const nlohmann::ordered_json& context) {
+  return render_any(source, context);
 }
 
 }  // namespace hayate::jinja

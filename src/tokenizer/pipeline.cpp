@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "tokenizer/nfc.h"
 #include "tokenizer/utf8.h"
 
 namespace hayate::tok {
@@ -93,6 +94,8 @@ void Normalizer::add(const json& j, int depth) {
     HAYATE_CHECK(j.contains("normalizers") && j["normalizers"].is_array(),
                  "tokenizer.json: normalizer Sequence needs \"normalizers\"");
     for (const json& n : j["normalizers"]) add(n, depth + 1);
+  } else if (type == "NFC") {  // Qwen2, Qwen2.5, Qwen3
+    steps_.push_back({Step::kNfc, "", nullptr, ""});
   } else if (type == "Prepend") {
     steps_.push_back({Step::kPrepend, str_field(j, "prepend", "Prepend normalizer"), nullptr, ""});
   } else if (type == "Replace") {
@@ -107,7 +110,9 @@ void Normalizer::add(const json& j, int depth) {
 
 void Normalizer::apply(std::string& s) const {
   for (const Step& st : steps_) {
-    if (st.kind == Step::kPrepend) {
+    if (st.kind == Step::kNfc) {
+      s = unicode::nfc(s);
+    } else if (st.kind == Step::kPrepend) {
       if (!s.empty()) s.insert(0, st.text);
     } else if (!st.regex) {
       replace_all(s, st.text, st.content);

@@ -19,7 +19,7 @@ namespace hayate::tok {
 inline constexpr int kMaxPipelineDepth = 32;
 
 // Normalizer: Sequence of Prepend / Replace (what Llama 2, Mistral and
-// TinyLlama use), or none.
+// TinyLlama use) / NFC (Qwen's), or none.
 class Normalizer {
  public:
   explicit Normalizer(const nlohmann::json& j);  // j may be null
@@ -28,7 +28,7 @@ class Normalizer {
 
  private:
   struct Step {
-    enum Kind { kPrepend, kReplace } kind;
+    enum Kind { kPrepend, kReplace, kNfc } kind;
     std::string text;              // Prepend: prefix; Replace: literal pattern
     std::unique_ptr<Regex> regex;  // Replace with a Regex pattern
     std::string content;           // Replace: replacement

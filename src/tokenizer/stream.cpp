@@ -15,8 +15,11 @@ StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special_tokens)
     : tok_(tok), skip_special_(skip_special_tokens) {}
 
 std::string StreamDecoder::push(int32_t id) {
-  HAYATE_CHECK(id >= 0 && id < tok_.vocab_size(), "decode: token id ", id,
-               " is out of range [0, ", tok_.vocab_size(), ")");
+  HAYATE_CHECK(id >= 0, "decode: token id ", id, " is negative");
+  // Ids past the tokenizer's vocabulary are the model's padding rows
+  // (Qwen: 151,936 embeddings for 151,669 tokens): text nothing, as HF's
+  // decode skips ids it does not know.
+  if (id >= tok_.vocab_size()) return "";
   ids_.push_back(id);
   std::string all = tok_.decode_bytes(ids_, skip_special_);
   if (all.size() <= emitted_bytes_) return "";

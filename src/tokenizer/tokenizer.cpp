@@ -382,7 +382,12 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   std::string cfg;
   if (fs::exists(d / "tokenizer_config.json")) cfg = read_file(d / "tokenizer_config.json");
   try {
-    return from_json(read_file(d / "tokenizer.json"), cfg);
+    Tokenizer t = from_json(read_file(d / "tokenizer.json"), cfg);
+    // transformers' current layout: the template in its own file, which
+    // wins over tokenizer_config.json's chat_template.
+    if (fs::exists(d / "chat_template.jinja"))
+      t.set_chat_template(read_file(d / "chat_template.jinja"));
+    return t;
   } catch (const Error& e) {
     fail(cat(dir, ": ", e.what()));
   }
@@ -431,12 +436,20 @@ std::string Tokenizer::apply_chat_template_json(const std::string& messages_json
                                                 bool add_generation_prompt,
                                                 const std::string& extra_json) const {
   HAYATE_CHECK(!impl_->chat_template.empty(),
-               "this model has no chat_template in tokenizer_config.json");
-  json messages = parse_json(messages_json, "chat messages");
+               "this model has no chat template (tokenizer_config.json's chat_template, "
+               "chat_template.jinja, or --chat-template)");
+  // ordered_json: the messages' and tools' keys stay in their given order.
+  using ojson = nlohmann::ordered_json;
+  auto parse = [](const std::string& text, const char* what) {
+    ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+    HAYATE_CHECK(!j.is_discarded(), what, ": not valid JSON (malformed or truncated)");
+    return j;
+  };
+  ojson messages = parse(messages_json, "chat messages");
   HAYATE_CHECK(messages.is_array(), "chat messages must be a JSON array");
-  json ctx = impl_->template_tokens;
+  ojson ctx = ojson::parse(impl_->template_tokens.dump());
   if (!extra_json.empty()) {
-    json extra = parse_json(extra_json, "chat template variables");
+    ojson extra = parse(extra_json, "chat template variables");
     HAYATE_CHECK(extra.is_object(), "chat template variables must be a JSON object");
     for (auto& [k, v] : extra.items()) ctx[k] = v;
   }
@@ -451,6 +464,23 @@ std::string Tokenizer::apply_chat_template(const std::vector<ChatMessage>& messa
   for (const auto& msg : messages) m.push_back({{"role", msg.role}, {"content", msg.content}});
   return apply_chat_template_json(m.dump(-1, ' ', false, json::error_handler_t::replace),
                                   add_generation_prompt, "");
+}
+
+std::string cut_after_final_message(const std::string& rendered, const std::string& content) {
+  // Python's str.strip() / lstrip(): ASCII whitespace suffices for templates' own
+  // spacing (the content's other whitespace is kept both ways).
+  const char* ws = " \t\n\r\f\v";
+  const size_t b = content.find_first_not_of(ws);
+  const std::string lstripped = b == std::string::npos ? std::string() : content.substr(b);
+  const size_t e = lstripped.find_last_not_of(ws);
+  const std::string stripped = e == std::string::npos ? std::string() : lstripped.substr(0, e + 1);
+  const size_t at = rendered.rfind(stripped);
+  HAYATE_CHECK(at != std::string::npos,
+               "continue_final_message is set but the final message does not appear in the "
+               "chat after applying the chat template");
+  if (rendered.compare(at, lstripped.size(), content) == 0)  // the template kept its spacing
+    return rendered.substr(0, at + lstripped.size());
+  return rendered.substr(0, at + stripped.size());  // trailing spacing was trimmed
 }
 
 }  // namespace hayate

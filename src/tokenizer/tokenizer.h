@@ -19,7 +19,8 @@ struct ChatMessage {
 
 class Tokenizer {
  public:
-  // Reads dir/tokenizer.json and, if present, dir/tokenizer_config.json.
+  // Reads dir/tokenizer.json and, if present, dir/tokenizer_config.json and
+  // dir/chat_template.jinja (which replaces the config's chat_template).
   // Supports BPE models: byte-level (Llama 3) and SentencePiece-style
   // (Metaspace / Prepend+Replace, byte_fallback: Llama 2, Mistral,
   // TinyLlama). A malformed file or an unsupported normalizer, pre-tokenizer,
@@ -80,6 +81,13 @@ class Tokenizer {
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// transformers' continue_final_message: `rendered` (a chat rendered without
+// a generation prompt) cut right after the final message's `content`, so the
+// model continues that message: at the last occurrence of the stripped
+// content, keeping its leading-stripped length when the template kept the
+// spacing. Throws Error when the content does not appear.
+std::string cut_after_final_message(const std::string& rendered, const std::string& content);
 
 // Emits decoded text incrementally, only at whole UTF-8 characters: a
 // character split across byte tokens is held until its last byte arrives.

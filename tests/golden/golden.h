@@ -25,9 +25,12 @@ inline const std::vector<std::string>& checkpoints() {
   return names;
 }
 
-// The checkpoints whose head size the CUDA backend's kernels take (32, 64, 128).
+// The checkpoints whose head size the CUDA backend's kernels take (32, 64, 128):
+// Llama's, and Qwen2's (q/k/v biases, 7 heads per kv head), Qwen3's (q/k norms), Mistral's.
 inline const std::vector<std::string>& cuda_checkpoints() {
-  static const std::vector<std::string> names = {"hd64_gqa2_fp16", "hd128_gqa4_tied_bf16"};
+  static const std::vector<std::string> names = {
+      "hd64_gqa2_fp16", "hd128_gqa4_tied_bf16", "qwen2_bias_gqa7_tied_bf16",
+      "qwen3_qknorm_hd128_bf16", "mistral_hd64_gqa4_fp16"};
   return names;
 }
 

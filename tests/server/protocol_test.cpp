@@ -392,5 +392,84 @@ TEST_F(ProtocolTest, BadWordsAreTokenizedAsVllmDoes) {
   }
 }
 
+// The chat form as vLLM renders it, with Qwen3's tokenizer and template:
+// tools, assistant tool_calls (arguments parsed from their JSON string) and
+// tool results reach the template, chat_template_kwargs set its variables,
+// continue_final_message leaves the last message open, the /tokenize chat
+// form renders the same, and tools keep the client's key order.
+TEST_F(ProtocolTest, ChatTemplateFieldsAsVllm) {
+  const Tokenizer qwen = Tokenizer::load(std::string(HAYATE_ASSETS_DIR) + "/qwen3");
+  const Limits lim{4096, qwen.vocab_size()};
+  const std::string body_text = R"({
+    "messages": [
+      {"role": "user", "content": "Weather in Tokyo?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Tokyo\", \"unit\": \"c\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "21 C"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+    "chat_template_kwargs": {"enable_thinking": false}})";
+  const json body = json::parse(body_text);
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body_text);
+  const GenRequest r = parse_request(body, Endpoint::kChat, lim, {}, qwen, {"m"}, &ordered);
+  const std::string text = qwen.decode(r.prompts.at(0).ids);
+  // The tool definition as the client wrote it (type before function), the
+  // call's arguments as JSON, the result as a tool response, thinking off.
+  EXPECT_NE(text.find(R"({"type": "function", "function": {"name": "get_weather", "description": "d")"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find(R"(<tool_call>
+{"name": "get_weather", "arguments": {"city": "Tokyo", "unit": "c"}}
+</tool_call>)"), std::string::npos) << text;
+  EXPECT_NE(text.find("<tool_response>\n21 C\n</tool_response>"), std::string::npos) << text;
+  EXPECT_TRUE(text.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n")) << text;
+  // /tokenize's chat form renders the same ids.
+  const json t = handle_tokenize(body, lim, qwen, &ordered);
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), r.prompts.at(0).ids);
+
+  // continue_final_message: the assistant's message stays open.
+  const json cont = {{"messages", {{{"role", "user"}, {"content", "Count"}},
+                                   {{"role", "assistant"}, {"content", "One, two"}}}},
+                     {"add_generation_prompt", false},
+                     {"continue_final_message", true}};
+  const GenRequest c = parse_request(cont, Endpoint::kChat, lim, {}, qwen, {"m"});
+  EXPECT_TRUE(qwen.decode(c.prompts.at(0).ids).ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\nOne, two"));
+  json both = cont;
+  both.erase("add_generation_prompt");
+  try {
+    parse_request(both, Endpoint::kChat, lim, {}, qwen, {"m"});
+    ADD_FAILURE() << "continue_final_message with add_generation_prompt accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param(), "continue_final_message");
+  }
+
+  // Bad shapes name their field; a template that raises is a 400 naming its error.
+  const auto param_of = [&](const json& b) {
+    try {
+      parse_request(b, Endpoint::kChat, lim, {}, qwen, {"m"});
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      return e.param() + ": " + e.what();
+    }
+    return std::string("accepted");
+  };
+  const json user = {{{"role", "user"}, {"content", "x"}}};
+  EXPECT_TRUE(param_of({{"messages", user}, {"tools", "x"}}).starts_with("tools"));
+  EXPECT_TRUE(param_of({{"messages", user}, {"chat_template_kwargs", 1}})
+                  .starts_with("chat_template_kwargs"));
+  json bad_args = json::parse(body_text)["messages"];
+  bad_args[1]["tool_calls"][0]["function"]["arguments"] = "{not json";
+  EXPECT_NE(param_of({{"messages", bad_args}}).find("'arguments' is not valid JSON"),
+            std::string::npos);
+  Tokenizer raising = Tokenizer::load(std::string(HAYATE_ASSETS_DIR) + "/qwen3");
+  raising.set_chat_template("{{ raise_exception('roles must alternate') }}");
+  try {
+    parse_request({{"messages", user}}, Endpoint::kChat, lim, {}, raising, {"m"});
+    ADD_FAILURE() << "a raising template accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("roles must alternate"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace hayate::server

@@ -102,6 +102,68 @@ test('--chat-template and --generation-config', async () => {
   await inline.stop();
 });
 
+// The chat template's inputs as vLLM hands them over (tools, tool calls with
+// parsed arguments, tool results, chat_template_kwargs, continue_final_message),
+// the same on /v1/chat/completions and /tokenize's chat form, and
+// --reasoning-parser qwen3's fields in answers and stream deltas.
+test('chat template fields, /tokenize chat form, --reasoning-parser', async () => {
+  const tpl = path.join(tmp, 'fields.jinja');
+  fs.writeFileSync(tpl, '{% for m in messages %}[{{ m.role }}:{{ m.content }}' +
+    '{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments | tojson }}{% endif %}' +
+    '{% if m.tool_call_id %}#{{ m.tool_call_id }}{% endif %}]{% endfor %}' +
+    '{% if tools %}{{ tools | tojson }}{% endif %}{{ flag | default("-") }}' +
+    '{% if add_generation_prompt %}>{% endif %}');
+  const srv = await startServer({ args: ['--chat-template', tpl, '--reasoning-parser', 'qwen3'] });
+  const messages = [
+    { role: 'user', content: 'hi' },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function',
+      function: { name: 'f', arguments: '{"b": 1, "a": "x"}' } }] },
+    { role: 'tool', tool_call_id: 'c1', content: 'ok' }];
+  const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }];
+  const body = { messages, tools, chat_template_kwargs: { flag: 'F' } };
+  const tok = await post(`${srv.url}/tokenize`, body);
+  assert.equal(tok.status, 200, tok.text);
+  const text = (await post(`${srv.url}/detokenize`, { tokens: tok.json.tokens })).json.prompt;
+  assert.equal(text, '[user:hi][assistant:{"b": 1, "a": "x"}][tool:ok#c1]' +
+    '[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]F>');
+  const chat = await post(`${srv.base}/chat/completions`, { ...body, max_tokens: 2, temperature: 0 });
+  assert.equal(chat.status, 200, chat.text);
+  assert.equal(chat.json.usage.prompt_tokens, tok.json.count);
+  // A random model's answer does not open with <think>: all content, no reasoning.
+  assert.equal(chat.json.choices[0].message.reasoning_content, null);
+  assert.equal(typeof chat.json.choices[0].message.content, 'string');
+  const cont = await post(`${srv.url}/tokenize`, { messages: [...messages.slice(0, 1),
+    { role: 'assistant', content: 'Once' }], add_generation_prompt: false, continue_final_message: true });
+  assert.equal((await post(`${srv.url}/detokenize`, { tokens: cont.json.tokens })).json.prompt,
+    '[user:hi][assistant:Once');
+  const both = await post(`${srv.url}/tokenize`, { messages, continue_final_message: true });
+  assert.equal(both.status, 400);
+  assert.equal(both.json.error.param, 'continue_final_message');
+  const badArgs = await post(`${srv.base}/chat/completions`, { messages: [messages[0],
+    { role: 'assistant', tool_calls: [{ type: 'function', function: { name: 'f', arguments: '{' } }] }] });
+  assert.equal(badArgs.status, 400);
+  assert.match(badArgs.json.error.message, /'arguments' is not valid JSON/);
+  // Streamed: the deltas carry content (no reasoning here), then the finish.
+  const res = await fetch(`${srv.base}/chat/completions`, { method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [messages[0]], max_tokens: 4, temperature: 0, stream: true }) });
+  const sse = await res.text();
+  const chunks = sse.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+  assert.ok(chunks.every((c) => !('reasoning_content' in (c.choices[0]?.delta ?? {}))));
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
+  assert.equal((await srv.stop()).code, 0);
+  // A template that raises: 400 naming its message.
+  const raising = await startServer({ args: ['--chat-template', path.join(tmp, 'raise.jinja')] }).catch((e) => e);
+  assert.ok(raising instanceof Error, 'a missing template file is refused');
+  fs.writeFileSync(path.join(tmp, 'raise.jinja'),
+    "{% if messages|length > 1 %}{{ raise_exception('only one message, please') }}{% endif %}x");
+  const r2 = await startServer({ args: ['--chat-template', path.join(tmp, 'raise.jinja')] });
+  const bad = await post(`${r2.base}/chat/completions`, { messages: [messages[0], messages[0]], max_tokens: 1 });
+  assert.equal(bad.status, 400);
+  assert.match(bad.json.error.message, /chat template: .*only one message, please/);
+  assert.equal((await r2.stop()).code, 0);
+});
+
 test('access log, X-Request-Id, --enable-log-requests, --log-level', async () => {
   const srv = await startServer({ args: ['--served-model-name', 'tiny-a'] });
   const r = await fetch(`${srv.base}/completions`, {

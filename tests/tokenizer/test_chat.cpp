@@ -1,6 +1,12 @@
 // Chat templates rendered (and tokenized) as tokenizers.js renders them:
 // the Llama 3 template shipped in tokenizer_config.json, the Llama 3.1
 // Instruct template and ChatML (tests/tokenizer/data/*.jinja).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
 #include "tok_test_util.h"
 
 namespace hayate::test {
@@ -26,6 +32,63 @@ TEST(Chat, RendersAndTokenizesLikeTokenizersJs) {
     EXPECT_EQ(tok.encode(text, false), expected[i]["ids"].get<std::vector<int32_t>>())
         << "case " << i;
   }
+}
+
+// The families' templates (Qwen3's shipped one, Qwen2.5 Instruct's, ChatML,
+// Mistral 7B Instruct v0.3's) on system prompts, multi-turn, tool
+// definitions, tool calls and results, enable_thinking on and off, and
+// continue_final_message, each with its family's tokenizer.
+TEST(Chat, FamiliesRenderLikeHf) {
+  const std::string file = data_dir() + "/chats_families.json";
+  // ordered_json: tools and tool calls keep their key order (tojson writes it).
+  auto cases = nlohmann::ordered_json::parse(slurp(file));
+  ASSERT_GE(cases.size(), 15u);
+  auto expected = json_lines(run_command("node " + oracle_dir() + "/chat_oracle.mjs " + file));
+  ASSERT_EQ(expected.size(), cases.size());
+  std::map<std::string, Tokenizer> toks;
+  toks.emplace("qwen3", Tokenizer::load(std::string(HAYATE_ASSETS_DIR) + "/qwen3"));
+  toks.emplace("llama2", Tokenizer::load(llama2_dir()));
+  std::map<std::string, std::string> shipped;
+  for (auto& [name, t] : toks) shipped[name] = t.chat_template();
+  ASSERT_FALSE(shipped["qwen3"].empty());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const std::string tname = c["tokenizer"].get<std::string>();
+    Tokenizer& tok = toks.at(tname);
+    const std::string name = c["template"].get<std::string>();
+    tok.set_chat_template(name == "default" ? shipped[tname] : slurp(data_dir() + "/" + name));
+    const std::string vars = c.contains("vars") ? c["vars"].dump() : "";
+    std::string text = tok.apply_chat_template_json(c["messages"].dump(),
+                                                    c["add_generation_prompt"].get<bool>(), vars);
+    if (c.value("continue_final_message", false))
+      text = cut_after_final_message(text, c["messages"].back()["content"].get<std::string>());
+    EXPECT_EQ(text, expected[i]["text"].get<std::string>()) << "case " << i << " (" << name << ")";
+    EXPECT_EQ(tok.encode(text, false), expected[i]["ids"].get<std::vector<int32_t>>())
+        << "case " << i;
+  }
+}
+
+// transformers' layout: chat_template.jinja beside tokenizer.json replaces
+// tokenizer_config.json's chat_template.
+TEST(Chat, ChatTemplateJinjaBesideTheTokenizerWins) {
+  namespace fs = std::filesystem;
+  const fs::path d = fs::temp_directory_path() / cat("hayate_chat_template_", ::getpid());
+  fs::remove_all(d);
+  fs::create_directories(d);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::create_symlink(fs::absolute(assets_llama3() + "/" + f), d / f);
+  std::ofstream(d / "chat_template.jinja") << "{{ bos_token }}[{{ messages[0].content }}]";
+  const Tokenizer t = Tokenizer::load(d.string());
+  EXPECT_EQ(t.apply_chat_template({{"user", "x"}}, false), "<|begin_of_text|>[x]");
+  fs::remove_all(d);
+}
+
+TEST(Chat, ContinueFinalMessageCutsAfterTheContent) {
+  // The template kept the spacing: cut right after it; trimmed: after the stripped text.
+  EXPECT_EQ(cut_after_final_message("<u>hi</u><a>Once </a>", "Once "), "<u>hi</u><a>Once ");
+  EXPECT_EQ(cut_after_final_message("<u>hi</u><a>Once</a>", "Once  "), "<u>hi</u><a>Once");
+  EXPECT_EQ(cut_after_final_message("x y x y", "y"), "x y x y");
+  EXPECT_THROW(cut_after_final_message("<a>other</a>", "Once"), Error);
 }
 
 TEST(Chat, MessagesOverloadMatchesJsonOverload) {

@@ -23,7 +23,9 @@ namespace {
 
 // kTrace: a.trace is set (`hayate profile`); the untraced kernel has no trace code at all.
 // kFp8: the layers' linears are e4m3 (a.fp8); W their stage element type.
-template <typename T, int HD, bool kTrace, bool kFp8>
+// kQkNorm: per-head q/k norms (a.qk_norm): QKV writes q and k raw, the
+// attention items normalise and turn them (persistent.cuh: persist_attend).
+template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm>
 __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(PersistentDecode<T> a) {
   using W = std::conditional_t<kFp8, uint8_t, T>;
   extern __shared__ __align__(128) unsigned char stages[];  // [S][32 KB]
@@ -43,7 +45,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     return PersistCache<T>{L.k_cache, L.v_cache, a.block_table, a.block_size};
   };
   auto qkv_epi = [&](const PersistentLayer<T>& L) {
-    return QkvRopeTableEpi<T>{a.q, cache(L), a.pos, rope_cs, HD / 2, a.n_heads, nkv};
+    return QkvRopeTableEpi<T>{a.q,    cache(L), a.pos,  rope_cs,
+                              HD / 2, a.n_heads, nkv,   L.bqkv,
+                              kQkNorm ? a.k_raw : nullptr};
   };
   if (threadIdx.x == kPersistConsumers) persist_ring_init(full, empty, done);
   __syncthreads();  // barriers initialised; the last block-wide barrier
@@ -102,8 +106,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     grid_sync(a.barrier, k);
     stamp();
     // attn [Hq d] over [0, pos]
-    persist_attend<T, HD>(a.q, cache(L), a.n_heads, nkv, keys, a.part_o, a.part_ml,
-                          split_done + l * nkv, a.attn, attn_done + l, pre, prefetched);
+    persist_attend<T, HD, kQkNorm>(a.q, cache(L), a.n_heads, nkv, keys, a.part_o, a.part_ml,
+                                   split_done + l * nkv, a.attn, attn_done + l, pre, prefetched,
+                                   PersistQkNorm<T>{L.q_norm, L.k_norm, a.k_raw, rope_cs, a.eps});
     persist_wait(attn_done + l, nkv);  // every kv head's output
     stamp();
     // h2 = h + Wo attn
@@ -135,9 +140,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
 // One cooperative block per SM; the launch's error is returned (a grid that
 // cannot be resident at once is refused there).
 // refuse (tests): ask for per_sm + 1 blocks per SM, which the runtime must refuse.
-template <typename T, int HD, bool kTrace, bool kFp8>
+template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm = false>
 cudaError_t launch_persistent(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
-  auto kernel = decode_persistent_kernel<T, HD, kTrace, kFp8>;
+  auto kernel = decode_persistent_kernel<T, HD, kTrace, kFp8, kQkNorm>;
   const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
   HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int device = 0, sms = 0, per_sm = 0;
@@ -152,9 +157,15 @@ cudaError_t launch_persistent(const PersistentDecode<T>& a, cudaStream_t s, bool
 template <typename T>
 cudaError_t persistent_launch(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
   HAYATE_CHECK(persistent_decode_supported(a.hidden, a.inter, a.vocab, a.n_heads, a.n_kv_heads,
-                                           a.head_dim),
+                                           a.head_dim, a.qk_norm),
                "persistent decode: unsupported shape");
   const bool trace = a.trace != nullptr;
+  if (a.qk_norm) {  // Qwen3: head_dim 128, 16-bit weights
+    HAYATE_CHECK(a.head_dim == 128 && !a.fp8 && a.k_raw,
+                 "persistent decode: q/k norms need head_dim 128, 16-bit weights and k_raw");
+    return trace ? launch_persistent<T, 128, true, false, true>(a, s, refuse)
+                 : launch_persistent<T, 128, false, false, true>(a, s, refuse);
+  }
   if (a.fp8) {  // FP8 weights: the 8B shapes' head size (and dummy:tiny's, the tests'), traced or not
     switch (a.head_dim) {
       case 32: return trace ? launch_persistent<T, 32, true, true>(a, s, refuse)
@@ -178,9 +189,10 @@ cudaError_t persistent_launch(const PersistentDecode<T>& a, cudaStream_t s, bool
 }  // namespace
 
 bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, int n_kv_heads,
-                                 int head_dim) {
+                                 int head_dim, bool qk_norm) {
   const int q_dim = n_heads * head_dim;
   return (head_dim == 32 || head_dim == 64 || head_dim == 128) && n_kv_heads > 0 &&
+         (!qk_norm || head_dim == 128) &&  // Qwen3's one head size: one more instantiation
          n_heads % n_kv_heads == 0 && n_heads / n_kv_heads <= kPersistMaxGroup &&
          // The ring's stages hold 4 rows of K <= 4096 (QKV, o_proj, gate/up,
          // LM head: row pairs) or one row of K <= 16384 (down), 32 KB.

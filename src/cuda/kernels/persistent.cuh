@@ -188,11 +188,14 @@ struct PersistCache {
   }
 };
 
-// The QKV epilogue: RoPE and the KV append. Row group g holds rows i and i +
-// d/2 of one head (the pair RoPE rotates together): heads [0, n_heads) are q,
-// then n_kv_heads of k, then of v. The step's cos/sin of pos * inv_freq[i]
-// come from a table each block fills at entry (cs [2][half_dim] in shared
-// memory), not from a precise sincosf per row pair in the epilogue warp.
+// The QKV epilogue: the bias (Qwen2), RoPE and the KV append. Row group g
+// holds rows i and i + d/2 of one head (the pair RoPE rotates together):
+// heads [0, n_heads) are q, then n_kv_heads of k, then of v. The step's
+// cos/sin of pos * inv_freq[i] come from a table each block fills at entry
+// (cs [2][half_dim] in shared memory), not from a precise sincosf per row
+// pair in the epilogue warp. With per-head q/k norms (k_raw set) q and k
+// leave un-normalised and unturned: q to q, k to k_raw (persist_attend
+// finishes both).
 template <typename T>
 struct QkvRopeTableEpi {
   float* q;  // [n_heads * d]
@@ -200,15 +203,28 @@ struct QkvRopeTableEpi {
   const int32_t* pos;
   const float* cs;  // [2][half_dim]: cos, sin
   int half_dim, n_heads, n_kv_heads;
-  using Pre = NoPre;
+  const T* bias;  // [(n_heads + 2 n_kv_heads) d] or null
+  float* k_raw;   // [n_kv_heads d]: qk_norm's k, or null
+  struct Pre {
+    float b[2];
+  };
   __device__ int row(int g, int r) const {
     const int head = g / half_dim, i = g % half_dim;
     return head * 2 * half_dim + i + r * half_dim;
   }
-  __device__ Pre prepare(int) const { return {}; }
-  __device__ void store(int g, const float (&acc)[2], Pre) const {
+  __device__ Pre prepare(int g) const {
+    if (!bias) return {{0.0f, 0.0f}};
+    return {{to_f32(__ldg(bias + row(g, 0))), to_f32(__ldg(bias + row(g, 1)))}};
+  }
+  __device__ void store(int g, const float (&acc)[2], const Pre& pre) const {
     const int head = g / half_dim, i = g % half_dim, d = 2 * half_dim;
-    float a = acc[0], b = acc[1];
+    float a = acc[0] + pre.b[0], b = acc[1] + pre.b[1];
+    if (k_raw && head < n_heads + n_kv_heads) {
+      float* dst = head < n_heads ? q + head * d : k_raw + (head - n_heads) * d;
+      dst[i] = a;
+      dst[i + half_dim] = b;
+      return;
+    }
     if (head < n_heads + n_kv_heads) rope_turn(a, b, cs[i], cs[half_dim + i]);
     if (head < n_heads) {
       q[head * d + i] = a;
@@ -465,13 +481,27 @@ __device__ __forceinline__ bool persist_attend_prefetch(const PersistCache<T>& c
   return true;
 }
 
+// Qwen3's per-head norms (kQkNorm), after QKV wrote q and k raw: each
+// item's q heads RMS-normalised, scaled by q_norm and turned by cs (the
+// step's cos, sin [2][HD / 2]) in shared memory, and in the one item whose
+// keys hold row keys - 1, k_raw's head likewise (k_norm) and appended there
+// before any of its loads of that row: one pass, two barriers.
+template <typename T>
+struct PersistQkNorm {
+  const T *q_norm, *k_norm;  // [HD]
+  const float* k_raw;        // [n_kv_heads HD]
+  const float* cs;
+  float eps;
+};
+
 // pre: persist_attend_prefetch's tile, when it returned true (prefetched).
-template <typename T, int HD>
+template <typename T, int HD, bool kQkNorm>
 __device__ __forceinline__ void persist_attend(const float* q, const PersistCache<T>& cache,
                                                int n_heads, int n_kv_heads, int keys,
                                                float* part_o, float* part_ml, int* split_done,
                                                float* attn, int* attn_done,
-                                               const PersistKvTile<HD>& pre, bool prefetched) {
+                                               const PersistKvTile<HD>& pre, bool prefetched,
+                                               const PersistQkNorm<T>& qk) {
   using Tile = PersistKvTile<HD>;
   constexpr int TPK = Tile::TPK, KP = Tile::KP, kPasses = Tile::kPasses;
   constexpr int GM = kPersistMaxGroup;
@@ -481,6 +511,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
   __shared__ float alpha_s[GM], m_s[GM], l_s[GM];
   __shared__ float red[kPersistWarps][GM][HD];
   __shared__ bool last_split;
+  __shared__ float ks[kQkNorm ? HD : 1], rstd_s[GM + 1];  // kQkNorm: the step's k row, rstds
   const int G = n_heads / n_kv_heads, kv_dim = n_kv_heads * HD;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int c = tid % TPK, kj = tid / TPK;
@@ -493,20 +524,58 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
     // K and V rows of a tile, loaded together (they do not depend on q): the
     // first tile's loads are in flight with q's, so a short context costs one
     // memory round trip, not three (none but this step's row when prefetched).
+    // With q/k norms the item holding row keys - 1 loads after writing it.
+    const bool first_pre = item == int(blockIdx.x) && prefetched;
+    const bool has_k = kQkNorm && end == keys;
     Tile kv;
-    if (item == int(blockIdx.x) && prefetched) {
+    if (first_pre) {
       kv = pre;
-      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
-    } else if (start < end) {
+      if (!has_k) kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
+    } else if (start < end && !has_k) {
       kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
     }
     for (int i = tid; i < G * HD; i += kPersistConsumers)
-      qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * scale;
+      qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * (kQkNorm ? 1.0f : scale);
     if (tid < GM) {
       m_s[tid] = -FLT_MAX;
       l_s[tid] = 0.0f;
     }
-    consumer_sync();  // qs, m_s, l_s
+    if constexpr (kQkNorm) {  // warp g sums q head g, warp G the k row
+      if (has_k)
+        for (int i = tid; i < HD; i += kPersistConsumers) ks[i] = __ldcg(qk.k_raw + kvh * HD + i);
+      consumer_sync();  // qs, ks raw
+      if (warp < G || (has_k && warp == G)) {
+        const float* x = warp < G ? qs[warp] : ks;
+        float ss = 0.0f;
+#pragma unroll
+        for (int e = lane; e < HD; e += 32) ss += x[e] * x[e];
+        ss = warp_sum(ss);
+        if (lane == 0) rstd_s[warp] = rsqrtf(ss / float(HD) + qk.eps);
+      }
+      consumer_sync();  // rstd_s
+      T* const k_row = cache.k + cache.row(keys - 1) * kv_dim + kvh * HD;
+      for (int i = tid; i < (G + has_k) * (HD / 2); i += kPersistConsumers) {
+        const int h = i / (HD / 2), e = i % (HD / 2);
+        float* x = h < G ? qs[h] : ks;
+        const T* w = h < G ? qk.q_norm : qk.k_norm;
+        const float r = rstd_s[h];
+        float a = x[e] * r * to_f32(w[e]), b = x[e + HD / 2] * r * to_f32(w[e + HD / 2]);
+        rope_turn(a, b, qk.cs[e], qk.cs[HD / 2 + e]);
+        if (h < G) {
+          x[e] = a * scale;
+          x[e + HD / 2] = b * scale;
+        } else {
+          k_row[e] = from_f32<T>(a);
+          k_row[e + HD / 2] = from_f32<T>(b);
+        }
+      }
+      __threadfence_block();  // the k row, before this block's loads of it below
+    }
+    consumer_sync();  // qs, m_s, l_s (and the k row)
+    if (has_k && first_pre)
+      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
+    else if (has_k && start < end)
+      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
     float acc[GM][8] = {};
     for (int t0 = start; t0 < end; t0 += kPersistTile) {
       const int nt = min(kPersistTile, end - t0);

@@ -16,6 +16,7 @@ namespace hayate::cuda {
 namespace {
 
 constexpr int kMaxHalfDim = 128;  // cos/sin table entries per block: head_dim <= 256
+constexpr int kMaxNormHeads = 256;  // q + k heads of a token with per-head norms
 
 // Where token row `token` sits: its own position, its row in its block
 // table's block.
@@ -35,27 +36,58 @@ struct PagedCache {
 // where the fast intrinsics lose all accuracy) and every head's pairs (i, i +
 // d/2) turn with them; thread j handles pairs i .. i + V - 1 of head
 // j / (d / 2V), i = V (j % (d / 2V)): V = 4 (vector loads and stores) when d
-// / 2 is a multiple of 4, else 1.
-template <int V, typename In, typename T>
+// / 2 is a multiple of 4, else 1. With pre.bias the row's bias is added
+// first; with pre.q_norm each q and k head is RMS-normalised before it
+// turns: one warp per head sums the squares first (rstd in shared memory).
+template <int V, typename In, typename T, typename W>
 __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d]
                                PagedShape sh, const float* __restrict__ inv_freq,  // [d/2]
                                PagedCache cache, float* __restrict__ q,            // [n, H d]
-                               T* __restrict__ k_cache, T* __restrict__ v_cache) {
+                               T* __restrict__ k_cache, T* __restrict__ v_cache, QkvPre<W> pre) {
   __shared__ float cs[2][kMaxHalfDim];  // cos, sin of pair i at this token's position
+  __shared__ float rstd[kMaxNormHeads];  // pre.q_norm: per q and k head
   const int half_dim = sh.head_dim / 2, d = sh.head_dim, runs = half_dim / V;
   const int token = blockIdx.x, p = cache.pos(token);
-  const int heads = sh.n_heads + 2 * sh.n_kv_heads;
+  const int heads = sh.n_heads + 2 * sh.n_kv_heads, turned = sh.n_heads + sh.n_kv_heads;
   for (int i = threadIdx.x; i < half_dim; i += blockDim.x)
     sincosf(float(p) * inv_freq[i], &cs[1][i], &cs[0][i]);
-  __syncthreads();  // every head below reads the table its first threads wrote
-  const size_t slot = cache.row(token, p);
   const In* row = qkv + size_t(token) * heads * d;
+  if (pre.q_norm) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int h = warp; h < turned; h += blockDim.x / 32) {
+      float ss = 0.0f;
+      for (int e = lane; e < d; e += 32) {
+        const float x = to_f32(row[h * d + e]) + (pre.bias ? to_f32(pre.bias[h * d + e]) : 0.0f);
+        ss += x * x;
+      }
+      ss = warp_sum(ss);
+      if (lane == 0) rstd[h] = rsqrtf(ss / float(d) + pre.eps);
+    }
+  }
+  __syncthreads();  // every head below reads the tables its first threads wrote
+  const size_t slot = cache.row(token, p);
   for (int j = threadIdx.x; j < heads * runs; j += blockDim.x) {
     const int head = j / runs, i = (j % runs) * V;
     float a[V], b[V];
     load_run<V>(row + head * d + i, a);
     load_run<V>(row + head * d + i + half_dim, b);
-    if (head < sh.n_heads + sh.n_kv_heads)
+    if (pre.bias) {
+      float ba[V], bb[V];
+      load_run<V>(pre.bias + head * d + i, ba);
+      load_run<V>(pre.bias + head * d + i + half_dim, bb);
+#pragma unroll
+      for (int k = 0; k < V; ++k) a[k] += ba[k], b[k] += bb[k];
+    }
+    if (pre.q_norm && head < turned) {
+      const W* w = head < sh.n_heads ? pre.q_norm : pre.k_norm;
+      float wa[V], wb[V];
+      load_run<V>(w + i, wa);
+      load_run<V>(w + i + half_dim, wb);
+      const float r = rstd[head];
+#pragma unroll
+      for (int k = 0; k < V; ++k) a[k] *= r * wa[k], b[k] *= r * wb[k];
+    }
+    if (head < turned)
 #pragma unroll
       for (int k = 0; k < V; ++k) rope_turn(a[k], b[k], cs[0][i + k], cs[1][i + k]);
     if (head < sh.n_heads) {
@@ -63,7 +95,7 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
       store_run<V>(qo + i, a);
       store_run<V>(qo + i + half_dim, b);
     } else {
-      const bool is_k = head < sh.n_heads + sh.n_kv_heads;
+      const bool is_k = head < turned;
       T* dst = (is_k ? k_cache : v_cache) + slot +
                (head - sh.n_heads - (is_k ? 0 : sh.n_kv_heads)) * d;
       const float kv_scale = is_k ? sh.k_scale : sh.v_scale;
@@ -77,9 +109,13 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
 
 // ---- launchers -------------------------------------------------------------------
 
-template <typename In, typename T>
+template <typename In, typename T, typename W>
 void paged_rope_kv(const In* qkv, PagedShape sh, int n, const float* inv_freq, PagedMeta meta,
-                   float* q, T* k, T* v, cudaStream_t s) {
+                   float* q, T* k, T* v, cudaStream_t s, QkvPre<W> pre) {
+  HAYATE_CHECK(!pre.q_norm || sh.n_heads + sh.n_kv_heads <= kMaxNormHeads,
+               "paged_rope_kv: per-head q/k norms take at most ", kMaxNormHeads,
+               " q and k heads, got ", sh.n_heads + sh.n_kv_heads);
+  HAYATE_CHECK(!pre.q_norm == !pre.k_norm, "paged_rope_kv: q_norm and k_norm come together");
   HAYATE_CHECK(sh.head_dim % 2 == 0 && sh.head_dim / 2 <= kMaxHalfDim,
                "paged_rope_kv: head_dim must be even and at most ", 2 * kMaxHalfDim, ", got ",
                sh.head_dim);
@@ -88,27 +124,27 @@ void paged_rope_kv(const In* qkv, PagedShape sh, int n, const float* inv_freq, P
   // Vector accesses: every row and head offset is a multiple of 4 elements;
   // the pointers must be too (fp32: 16 bytes, 16-bit: 8).
   if (sh.head_dim % 8 == 0 && aligned_to(4 * sizeof(In), qkv) && aligned_to(16, q) &&
-      aligned_to(4 * sizeof(T), k, v))
-    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<4, In, T>, qkv, sh, inv_freq, cache, q, k, v);
+      aligned_to(4 * sizeof(T), k, v) && aligned_to(4 * sizeof(W), pre.bias, pre.q_norm, pre.k_norm))
+    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<4, In, T, W>, qkv, sh, inv_freq, cache, q, k,
+           v, pre);
   else
-    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<1, In, T>, qkv, sh, inv_freq, cache, q, k, v);
+    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<1, In, T, W>, qkv, sh, inv_freq, cache, q, k,
+           v, pre);
 }
 
 #define HAYATE_ROPE_INSTANTIATE(T)                                                                 \
-  template void paged_rope_kv<float, T>(const float*, PagedShape, int, const float*, PagedMeta,    \
-                                        float*, T*, T*, cudaStream_t);                             \
-  template void paged_rope_kv<T, T>(const T*, PagedShape, int, const float*, PagedMeta, float*, T*, \
-                                    T*, cudaStream_t);
+  template void paged_rope_kv<float, T, T>(const float*, PagedShape, int, const float*,           \
+                                           PagedMeta, float*, T*, T*, cudaStream_t, QkvPre<T>);    \
+  template void paged_rope_kv<T, T, T>(const T*, PagedShape, int, const float*, PagedMeta, float*, \
+                                       T*, T*, cudaStream_t, QkvPre<T>);                           \
+  /* e4m3 pools (--kv-cache-dtype fp8), from either QKV output */                                  \
+  template void paged_rope_kv<float, KvFp8, T>(const float*, PagedShape, int, const float*,       \
+                                               PagedMeta, float*, KvFp8*, KvFp8*, cudaStream_t,    \
+                                               QkvPre<T>);                                         \
+  template void paged_rope_kv<T, KvFp8, T>(const T*, PagedShape, int, const float*, PagedMeta,    \
+                                           float*, KvFp8*, KvFp8*, cudaStream_t, QkvPre<T>);
 HAYATE_ROPE_INSTANTIATE(half)
 HAYATE_ROPE_INSTANTIATE(__nv_bfloat16)
 #undef HAYATE_ROPE_INSTANTIATE
-// e4m3 pools (--kv-cache-dtype fp8), from either QKV output.
-template void paged_rope_kv<float, KvFp8>(const float*, PagedShape, int, const float*, PagedMeta,
-                                          float*, KvFp8*, KvFp8*, cudaStream_t);
-template void paged_rope_kv<half, KvFp8>(const half*, PagedShape, int, const float*, PagedMeta,
-                                         float*, KvFp8*, KvFp8*, cudaStream_t);
-template void paged_rope_kv<__nv_bfloat16, KvFp8>(const __nv_bfloat16*, PagedShape, int,
-                                                  const float*, PagedMeta, float*, KvFp8*, KvFp8*,
-                                                  cudaStream_t);
 
 }  // namespace hayate::cuda
