@@ -50,4 +50,12 @@ inline ApiError bad_request(std::string message, std::string param = {}) {
   return ApiError(400, std::move(message), std::move(param));
 }
 
+// A request field's value, or nullptr when it is absent or JSON null
+// (OpenAI's clients send null for "not set").
+inline const nlohmann::json* field(const nlohmann::json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
 }  // namespace hayate::server

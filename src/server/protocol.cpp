@@ -17,12 +17,6 @@ namespace {
 
 // The field's value, or nullptr when it is absent or JSON null (OpenAI's
 // clients send null for "not set").
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 double get_number(const json& v, const char* name) {
   if (!v.is_number()) throw bad_request(cat("'", name, "' must be a number"), name);
   double d = v.get<double>();

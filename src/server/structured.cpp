@@ -12,12 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 // A schema given as an object (or boolean schema), or as JSON text.
 json schema_value(const json& v, const std::string& param) {
   if (v.is_object() || v.is_boolean()) return v;

@@ -12,12 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 bool valid_name(const std::string& n) {
   if (n.empty() || n.size() > 64) return false;
   for (char c : n)
