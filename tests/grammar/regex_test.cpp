@@ -4,6 +4,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <chrono>
+
 #include "grammar/grammar.h"
 #include "grammar_util.h"
 
@@ -12,7 +14,9 @@ namespace {
 
 using namespace hayate::grammar;
 
-// Full match under PCRE2 with UTF (ASCII \d \w \s, as our subset).
+// Full match under PCRE2 with UTF (ASCII \d \w \s, as our subset), under
+// match and depth limits: a pattern that makes PCRE2 backtrack past them
+// fails the test instead of hanging it.
 bool pcre2_full_match(const std::string& pattern, const std::string& subject) {
   int err;
   PCRE2_SIZE off;
@@ -22,11 +26,17 @@ bool pcre2_full_match(const std::string& pattern, const std::string& subject) {
     ADD_FAILURE() << "PCRE2 cannot compile " << pattern;
     return false;
   }
+  pcre2_match_context* ctx = pcre2_match_context_create(nullptr);
+  pcre2_set_match_limit(ctx, 10'000'000);
+  pcre2_set_depth_limit(ctx, 100'000);
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
   const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), 0,
-                             PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, nullptr);
+                             PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, ctx);
   pcre2_match_data_free(md);
+  pcre2_match_context_free(ctx);
   pcre2_code_free(re);
+  if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT)
+    ADD_FAILURE() << "PCRE2 hit its limits on " << pattern << " with " << subject;
   return rc >= 0;
 }
 
@@ -66,6 +76,47 @@ TEST(GrammarRegex, RandomWalksMatchUnderPcre2) {
       if (w.finished) {
         EXPECT_TRUE(pcre2_full_match(c.pcre ? c.pcre : c.pattern, w.text)) << c.pattern << " produced " << w.text;
       }
+    }
+  }
+}
+
+// Patterns that are catastrophic for backtracking engines are ordinary
+// grammars: with the server's limits and Llama 3's 128k vocabulary they
+// compile, every mask of a walk is bounded work, and what the walks finish
+// matches under PCRE2; (a{1000}){1000} is refused by the position limit
+// before anything is built (tests/server/tools_test.cpp: the same as 400s).
+TEST(GrammarRegex, CatastrophicPatternsAreOrdinaryGrammars) {
+  Limits server;  // src/server/structured.h's StructuredLimits
+  server.max_depth = 64;
+  server.max_repeat = 4096;
+  server.max_elements = 16384;
+  server.max_rules = 8192;
+  std::string words = "(";
+  for (int i = 0; i < 1000; ++i) words += (i ? "|w" : "w") + std::to_string(i * 7919 % 100003);
+  words += ")";
+  using Clock = std::chrono::steady_clock;
+  for (const std::string& p : {std::string("(a+)+b"), std::string("(a|aa)*c"), std::string("(.*a){20}"),
+                               std::string("(x+x+)+y"), words}) {
+    auto t = tables_for(compile_regex(p, server));
+    for (uint64_t seed = 0; seed < 3; ++seed) {
+      GrammarMatcher m(t);
+      std::vector<uint32_t> mask;
+      const Clock::time_point t0 = Clock::now();
+      m.fill_mask(mask);  // the first mask builds the start's table (lazy)
+      const double first_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      EXPECT_LT(first_ms, 20000) << p.substr(0, 30);
+      Walk w = random_walk(t, seed, 40, 0.5);
+      if (w.finished) {
+        EXPECT_TRUE(pcre2_full_match(p, w.text)) << p.substr(0, 30) << " produced " << w.text;
+      }
+    }
+  }
+  for (const char* p : {"(a{1000}){1000}", "((a{100}){100}){100}"}) {
+    try {
+      compile_regex(p, server);
+      ADD_FAILURE() << p << " compiled";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("positions"), std::string::npos) << e.what();
     }
   }
 }

@@ -4,13 +4,19 @@
 // structured-output fields (one at most, each kind, the compile limits).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
+#include <memory>
+#include <random>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/matcher.h"
+#include "grammar/token_tables.h"
+#include "grammar/vocab.h"
 #include "server/api_error.h"
 #include "server/structured.h"
 #include "server/tools.h"
@@ -330,6 +336,92 @@ TEST(Structured, OneSpecEachKindAndErrors) {
   EXPECT_EQ(param_of([] { parse_structured(json{{"response_format", {{"type", "structural_tag"}}}}); }),
             "response_format");
   EXPECT_EQ(param_of([] { parse_structured(json{{"guided_json", 3}}); }), "guided_json");
+}
+
+// Patterns that are catastrophic for backtracking engines compile within
+// the server's limits and mask in bounded time (the matcher keeps a set of
+// parser stacks, it never backtracks); what would be too big is a 400 that
+// names the limit, the compile's wall time included. A small vocabulary
+// (every byte and a few longer tokens) keeps this fast under ASan; the
+// grammar tests run the same patterns with Llama 3's 128k.
+TEST(Structured, LimitsAre400sAndCatastrophicRegexesAreOrdinary) {
+  std::vector<std::string> bytes;
+  for (int b = 1; b < 128; ++b) bytes.emplace_back(1, char(b));
+  for (const char* t : {"aa", "aaaa", "ab", "ba", "xx", "x+", "w1", "w12", "foo", "<eos>"}) bytes.emplace_back(t);
+  const auto vocab = std::make_shared<const grammar::TokenVocab>(
+      bytes, std::vector<bool>(bytes.size(), false), std::vector<int32_t>{int32_t(bytes.size()) - 1});
+  auto regex = [](std::string p) {
+    StructuredSpec s;
+    s.kind = StructuredSpec::Kind::kRegex;
+    s.text = std::move(p);
+    s.param = "guided_regex";
+    return s;
+  };
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  std::string words = "(";
+  for (int i = 0; i < 1000; ++i) words += (i ? "|w" : "w") + std::to_string(i * 7919 % 100003);
+  words += ")";
+  for (const std::string& p : {std::string("(a+)+b"), std::string("(a|aa)*c"), std::string("(.*a){20}"),
+                               std::string("(x+x+)+y"), std::string("(\\w+\\s?)*$"), words}) {
+    Clock::time_point t0 = Clock::now();
+    const auto t = compile_structured(regex(p), vocab);
+    const double compile_ms = ms_since(t0);
+    EXPECT_LT(compile_ms, 5000) << p.substr(0, 40);
+    // A random walk of 200 tokens: each mask is bounded work.
+    grammar::GrammarMatcher m(t);
+    std::mt19937_64 rng(7);
+    std::vector<uint32_t> mask;
+    double worst_ms = 0;
+    for (int step = 0; step < 200; ++step) {
+      t0 = Clock::now();
+      m.fill_mask(mask);
+      worst_ms = std::max(worst_ms, ms_since(t0));
+      std::vector<int32_t> ids;
+      for (int32_t id = 0; id + 1 < int32_t(bytes.size()); ++id)
+        if ((mask[size_t(id) / 32] >> (id % 32)) & 1) ids.push_back(id);
+      if (ids.empty()) break;  // only EOS left
+      ASSERT_TRUE(m.accept_token(ids[rng() % ids.size()]));
+    }
+    EXPECT_LT(worst_ms, 200) << p.substr(0, 40);
+    // The input that makes a backtracking engine explode: linear here.
+    grammar::GrammarMatcher b(t);
+    t0 = Clock::now();
+    b.accept_bytes(std::string(5000, 'a'));
+    b.accept_bytes("!");
+    EXPECT_LT(ms_since(t0), 5000) << p.substr(0, 40);
+    std::printf("%-12.12s compile %.1f ms, worst mask %.3f ms\n", p.c_str(), compile_ms, worst_ms);
+  }
+  // Too big or too deep: a 400 naming the limit, before any table is built.
+  auto refused = [&](const StructuredSpec& s, const std::string& needle, StructuredLimits lim = {}) {
+    try {
+      compile_structured(s, vocab, lim);
+      ADD_FAILURE() << s.text.substr(0, 40) << " compiled";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), s.param);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused(regex("(a{1000}){1000}"), "positions");
+  refused(regex("(a{100}){100}x{100}(b{100}){100}"), "positions");
+  refused(regex("a{5000}"), "repetition bound over 4096");
+  refused(regex(std::string(100, '(') + "a" + std::string(100, ')')), "nested deeper than 64");
+  std::string huge = "(";
+  for (int i = 0; i < 20000; ++i) huge += (i ? "|w" : "w") + std::to_string(i);
+  refused(regex(huge + ")"), "more than 65536");
+  StructuredSpec deep;
+  deep.kind = StructuredSpec::Kind::kJsonSchema;
+  deep.param = "response_format";
+  deep.schema = {{"type", "string"}};
+  for (int i = 0; i < 100; ++i) deep.schema = {{"type", "array"}, {"items", deep.schema}};
+  refused(deep, "deeper");
+  // The compile's wall time: past the limit, a 400 naming it.
+  StructuredLimits no_time;
+  no_time.max_compile_ms = 0;
+  refused(regex("[a-z]{1,8}"), "over the compile time limit", no_time);
 }
 
 }  // namespace
