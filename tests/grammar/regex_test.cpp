@@ -4,8 +4,6 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include <chrono>
-
 #include "grammar/grammar.h"
 #include "grammar_util.h"
 
@@ -82,34 +80,26 @@ TEST(GrammarRegex, RandomWalksMatchUnderPcre2) {
 
 // Patterns that are catastrophic for backtracking engines are ordinary
 // grammars: with the server's limits and Llama 3's 128k vocabulary they
-// compile, every mask of a walk is bounded work, and what the walks finish
-// matches under PCRE2; (a{1000}){1000} is refused by the position limit
-// before anything is built (tests/server/tools_test.cpp: the same as 400s).
+// compile, a walk's masks are ordinary work, and what it finishes matches
+// under PCRE2 (with match limits); (a{1000}){1000} is refused by the
+// position limit before anything is built. tests/server/tools_test.cpp
+// times compiles and masks and checks the 400s.
 TEST(GrammarRegex, CatastrophicPatternsAreOrdinaryGrammars) {
   Limits server;  // src/server/structured.h's StructuredLimits
   server.max_depth = 64;
   server.max_repeat = 4096;
   server.max_elements = 16384;
   server.max_rules = 8192;
-  std::string words = "(";
-  for (int i = 0; i < 1000; ++i) words += (i ? "|w" : "w") + std::to_string(i * 7919 % 100003);
-  words += ")";
-  using Clock = std::chrono::steady_clock;
-  for (const std::string& p : {std::string("(a+)+b"), std::string("(a|aa)*c"), std::string("(.*a){20}"),
-                               std::string("(x+x+)+y"), words}) {
-    auto t = tables_for(compile_regex(p, server));
-    for (uint64_t seed = 0; seed < 3; ++seed) {
-      GrammarMatcher m(t);
-      std::vector<uint32_t> mask;
-      const Clock::time_point t0 = Clock::now();
-      m.fill_mask(mask);  // the first mask builds the start's table (lazy)
-      const double first_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      EXPECT_LT(first_ms, 20000) << p.substr(0, 30);
-      Walk w = random_walk(t, seed, 40, 0.5);
-      if (w.finished) {
-        EXPECT_TRUE(pcre2_full_match(p, w.text)) << p.substr(0, 30) << " produced " << w.text;
-      }
+  for (const char* p : {"(a+)+b", "(a|aa)*c", "(.*a){20}", "(x+x+)+y"}) {
+    auto t = tables_for(compile_regex(p, server));  // lazy: a walk builds what it visits
+    const Walk w = random_walk(t, 1, 24, 0.5);
+    if (w.finished) {
+      EXPECT_TRUE(pcre2_full_match(p, w.text)) << p << " produced " << w.text;
     }
+    // The input that makes a backtracking engine explode is linear work.
+    GrammarMatcher m(t);
+    m.accept_bytes(std::string(5000, 'a'));
+    m.accept_bytes("!");
   }
   for (const char* p : {"(a{1000}){1000}", "((a{100}){100}){100}"}) {
     try {
