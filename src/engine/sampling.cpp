@@ -87,6 +87,45 @@ bool before(const Cand& a, const Cand& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
+// The vocabulary-wide loops of one draw run on raw pointers and are exempt
+// from the sanitizers (as cpu::dot), whose per-element checks make the CPU
+// engine's sampling several times slower in the test build; every pointer is
+// the start of a buffer sized to `n` by its caller just before.
+#define HAYATE_HOT_LOOP __attribute__((no_sanitize("address", "undefined", "coverage")))
+
+// c[i] = {logits[i] / temperature, i}; returns the largest scaled logit.
+HAYATE_HOT_LOOP float scale_logits(const float* logits, size_t n, float temperature, Cand* c) {
+  float mx = -INFINITY;
+  for (size_t i = 0; i < n; ++i) {
+    c[i].logit = logits[i] / temperature;
+    c[i].id = int32_t(i);
+    c[i].w = 0.0;
+    mx = std::max(mx, c[i].logit);
+  }
+  return mx;
+}
+
+// Softmax weights over c[0, n) in double, max subtracted; returns their sum.
+HAYATE_HOT_LOOP double softmax_weights(Cand* c, size_t n, float mx) {
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += c[i].w = std::exp(double(c[i].logit) - double(mx));
+  for (size_t i = 0; i < n; ++i) c[i].w /= total;
+  return total;
+}
+
+// The allowed ids of a mask (bit t of word t / 32) with finite logits, in id
+// order, into kept/ids (each sized n); returns how many.
+HAYATE_HOT_LOOP size_t compact_allowed(const float* logits, size_t n, const uint32_t* mask,
+                                       float* kept, int32_t* ids) {
+  size_t k = 0;
+  for (size_t t = 0; t < n; ++t) {
+    if (!((mask[t / 32] >> (t % 32)) & 1u) || logits[t] == -INFINITY) continue;
+    kept[k] = logits[t];
+    ids[k++] = int32_t(t);
+  }
+  return k;
+}
+
 // The candidates in the total order without sorting them all: a counting sort
 // into buckets of equal logit width (bucket 0 holds the largest), each bucket
 // sorted only when a walk has to look inside it. Every filter and the draw
@@ -106,30 +145,47 @@ class Ordered {
   Ordered(const std::vector<Cand>& c, size_t n, float top, Scratch& s) : c_(c), s_(s) {
     // The range of candidates with mass: masked ids (-inf logits) would
     // stretch it to infinity; they land in the last bucket.
-    float low = top;
-    for (size_t i = 0; i < n; ++i)
-      if (c[i].w > 0.0) low = std::min(low, c[i].logit);
+    const float low = lowest_weighted(c.data(), n, top);
     const size_t buckets = n <= kSortAll ? 1 : std::min<size_t>(n / 16, 8192);
     const double scale = top > low ? double(buckets) / (double(top) - double(low)) : 0.0;
     s.of.resize(n);
     s.start.assign(buckets + 1, 0);
     s.mass.assign(buckets, 0.0);
-    for (size_t i = 0; i < n; ++i) {
-      // Monotone in the logit: a larger logit never lands in a later bucket.
-      const auto b =
-          uint16_t(std::min(double(buckets - 1), (double(top) - double(c[i].logit)) * scale));
-      s.of[i] = b;
-      s.start[b + 1]++;
-      s.mass[b] += c[i].w;
-    }
-    for (size_t b = 0; b < buckets; ++b) s.start[b + 1] += s.start[b];
     s.items.resize(n);
-    s.fill.assign(s.start.begin(), s.start.end() - 1);
-    for (size_t i = 0; i < n; ++i) s.items[s.fill[s.of[i]]++] = uint32_t(i);
+    s.fill.resize(buckets);
+    bucket(c.data(), n, top, scale, buckets, s.of.data(), s.start.data(), s.mass.data(),
+           s.fill.data(), s.items.data());
     s.sorted.assign(buckets, 0);
   }
 
   const Cand& operator[](size_t i) const { return c_[s_.items[i]]; }
+
+  // The smallest logit with weight (masked ids, -inf, have none), or top.
+  HAYATE_HOT_LOOP static float lowest_weighted(const Cand* c, size_t n, float top) {
+    float low = top;
+    for (size_t i = 0; i < n; ++i)
+      if (c[i].w > 0.0) low = std::min(low, c[i].logit);
+    return low;
+  }
+
+  // A counting sort of c[0, n) into `buckets` (of: each one's bucket; start:
+  // bucket offsets, buckets + 1 zeroed; mass: bucket sums, zeroed; fill:
+  // buckets' cursors; items: indices grouped by bucket).
+  HAYATE_HOT_LOOP static void bucket(const Cand* c, size_t n, float top, double scale,
+                                     size_t buckets, uint16_t* of, uint32_t* start, double* mass,
+                                     uint32_t* fill, uint32_t* items) {
+    for (size_t i = 0; i < n; ++i) {
+      // Monotone in the logit: a larger logit never lands in a later bucket.
+      const auto b =
+          uint16_t(std::min(double(buckets - 1), (double(top) - double(c[i].logit)) * scale));
+      of[i] = b;
+      start[b + 1]++;
+      mass[b] += c[i].w;
+    }
+    for (size_t b = 0; b < buckets; ++b) start[b + 1] += start[b];
+    for (size_t b = 0; b < buckets; ++b) fill[b] = start[b];
+    for (size_t i = 0; i < n; ++i) items[fill[of[i]]++] = uint32_t(i);
+  }
 
   // The position of the first candidate, among the first `end`, at which the
   // running mass reaches `target` (exceeds it when `strict`); end - 1 if none.
@@ -206,11 +262,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uin
   const size_t V = logits.size();
   std::vector<Cand>& c = scratch.cand;
   c.resize(V);
-  float mx = -INFINITY;
-  for (size_t i = 0; i < V; ++i) {
-    c[i] = {logits[i] / p.temperature, int32_t(i)};
-    mx = std::max(mx, c[i].logit);
-  }
+  const float mx = scale_logits(logits.data(), V, p.temperature, c.data());
 
   // top-k: keep the k best (all when k is 0 or >= V).
   size_t keep = V;
@@ -220,9 +272,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uin
   }
 
   // Softmax over the kept tokens in double, max subtracted.
-  double total = 0.0;
-  for (size_t i = 0; i < keep; ++i) total += c[i].w = std::exp(double(c[i].logit) - double(mx));
-  for (size_t i = 0; i < keep; ++i) c[i].w /= total;
+  const double total = softmax_weights(c.data(), keep, mx);
   Ordered order(c, keep, mx, scratch.order);
 
   // top-p: the smallest prefix whose mass reaches top_p (token i is kept when
@@ -246,15 +296,11 @@ int32_t sample_token_masked(std::span<const float> logits, std::span<const uint3
   // draw as over the full row; the kept ids stay in id order (ties alike).
   thread_local std::vector<float> kept;
   thread_local std::vector<int32_t> ids;
-  kept.clear();
-  ids.clear();
-  for (size_t t = 0; t < logits.size(); ++t) {
-    if (!((mask[t / 32] >> (t % 32)) & 1u) || logits[t] == -INFINITY) continue;
-    kept.push_back(logits[t]);
-    ids.push_back(int32_t(t));
-  }
-  if (kept.empty()) return -1;
-  return ids[size_t(sample_token(kept, p, step))];
+  kept.resize(logits.size());
+  ids.resize(logits.size());
+  const size_t n = compact_allowed(logits.data(), logits.size(), mask.data(), kept.data(), ids.data());
+  if (n == 0) return -1;
+  return ids[size_t(sample_token(std::span<const float>(kept.data(), n), p, step))];
 }
 
 }  // namespace hayate
