@@ -4,22 +4,24 @@
 # norms, Mistral; the RoPE/KV-write kernel with biases and norms against its
 # CPU twin), then per model, interleaved (llama-3.1-8b first as the
 # reference): the article's trials (same: batch-1 decode against the read
-# probe with --explain; varied), llmib-128-b64 and max-load-128. Every step
-# has a timeout; logs and JSON under $OUT, a summary last.
+# probe with --explain; varied), llmib-128-b64 and max-load-128, and
+# `hayate profile` of one batch-1 step (the persistent kernel's phases). Every
+# step has a timeout; logs and JSON under $OUT, a summary last.
 #
 # Usage, from the repository root on the GPU machine:
 #   tools/families_device.sh BINDIR [STEPS]
 # BINDIR: tools/pack_device.sh's folder (hayate, tests/gpu/*, lib/). STEPS:
-# any of tests,same,varied,presets (default all). Environment: OUT (default
-# out/families), MODELS (default "llama-3.1-8b qwen3-8b qwen2.5-7b"), RUNS
+# any of tests,same,varied,presets,profile (default all). Environment: OUT
+# (default out/families), MODELS (default "llama-3.1-8b qwen3-8b qwen2.5-7b
+# mistral-7b-v0.3"), RUNS
 # (default 10), PRESETS (default "llmib-128-b64 max-load-128"), SRC (the tree
 # the binaries were built in, default /work/wt-17: test data and assets are
 # looked up there).
 set -uo pipefail
 BIN=${1:?BINDIR}
-STEPS=${2:-tests,same,varied,presets}
+STEPS=${2:-tests,same,varied,presets,profile}
 OUT=${OUT:-out/families}
-MODELS=${MODELS:-llama-3.1-8b qwen3-8b qwen2.5-7b}
+MODELS=${MODELS:-llama-3.1-8b qwen3-8b qwen2.5-7b mistral-7b-v0.3}
 RUNS=${RUNS:-10}
 PRESETS=${PRESETS:-llmib-128-b64 max-load-128}
 SRC=${SRC:-/work/wt-17}
@@ -36,14 +38,22 @@ nvidia-smi >"$OUT/logs/nvidia_smi.txt" 2>&1
 git rev-parse HEAD >"$OUT/commit.txt" 2>/dev/null
 
 if has tests; then
-  timeout -k 5 150 "$BIN/tests/gpu/gpu_forward_tests" --gtest_brief=1 \
-    --gtest_filter='*qwen*:*mistral*' >"$OUT/logs/gpu_forward_tests.log" 2>&1
+  # The families' fixtures and every persistent-kernel case (its attention
+  # units and wide down rows: Qwen25ShapesDecodeMatchesCpu).
+  timeout -k 5 240 "$BIN/tests/gpu/gpu_forward_tests" --gtest_brief=1 \
+    --gtest_filter='*qwen*:*Qwen25*:*mistral*:*persistent*' >"$OUT/logs/gpu_forward_tests.log" 2>&1
   echo "gpu_forward_tests (families) rc $?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/logs/gpu_forward_tests.log" | tr '\n' ' ')" >>"$summary"
   grep -E "^\[  FAILED  \]|worst logits|perplexity NLL" "$OUT/logs/gpu_forward_tests.log" >>"$summary"
   timeout -k 5 60 "$BIN/tests/gpu/gpu_batch_tests" --gtest_brief=1 \
     --gtest_filter='*PagedRopeKv*' >"$OUT/logs/gpu_batch_tests.log" 2>&1
   echo "gpu_batch_tests (rope) rc $?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/logs/gpu_batch_tests.log" | tr '\n' ' ')" >>"$summary"
   grep -E "^\[  FAILED  \]" "$OUT/logs/gpu_batch_tests.log" >>"$summary"
+  if [ -x "$BIN/tests/gpu/gpu_fp8_tests" ]; then  # the persistent kernel's FP8 form
+    timeout -k 5 90 "$BIN/tests/gpu/gpu_fp8_tests" --gtest_brief=1 \
+      --gtest_filter='*persistent*' >"$OUT/logs/gpu_fp8_tests.log" 2>&1
+    echo "gpu_fp8_tests (persistent) rc $?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/logs/gpu_fp8_tests.log" | tr '\n' ' ')" >>"$summary"
+    grep -E "^\[  FAILED  \]" "$OUT/logs/gpu_fp8_tests.log" >>"$summary"
+  fi
 fi
 
 # name MODEL ARGS...: one bench run, JSON and log kept, its headline in the summary.
@@ -64,4 +74,12 @@ if has presets; then
   done
 fi
 for m in $MODELS; do has varied && run varied "$m" --prompts varied; done
+if has profile; then  # one batch-1 step at context 128: the persistent kernel's phases
+  for m in $MODELS; do
+    timeout -k 5 "${STEP_S:-90}" "$BIN/hayate" profile --model "dummy:$m" --backend cuda \
+      --dtype float16 --batch 1 --context 128 --runs 20 --json "$OUT/json/profile-$m.json" \
+      >"$OUT/logs/profile-$m.log" 2>&1
+    echo "profile $m rc=$?" >>"$summary"
+  done
+fi
 cat "$summary"

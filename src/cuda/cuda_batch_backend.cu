@@ -163,7 +163,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     w_ = upload_weights<T>(model, s_, o.on_load_progress);
     // FP8 with Qwen3's q/k norms: no instantiation of the persistent kernel
     // (each one is compile time); bucket 1 runs the batched path.
-    if (w_.fp8) persistent_ = persistent_ && persistent_decode_fp8_supported() && !c_.qk_norm;
+    // FP8 down rows past 16384 would need the wide down's x (10 chunks per
+    // thread) in one stage: not instantiated either.
+    if (w_.fp8)
+      persistent_ = persistent_ && persistent_decode_fp8_supported() && !c_.qk_norm &&
+                    c_.intermediate_size <= 16384;
     // The persistent kernel's attention reads T pools: e4m3 ones run bucket 1
     // on the batched path (GEMVs or cuBLAS, split or one-pass attention).
     persistent_ = persistent_ && !kv8_;
@@ -781,7 +785,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       persist_part_o_ = alloc<float>(size_t(persistent_max_splits()) * c_.q_dim());
       persist_part_ml_ = alloc<float>(size_t(persistent_max_splits()) * c_.num_heads * 2);
       persist_barrier_ = alloc<unsigned>(2);
-      persist_counters_ = alloc<int>(size_t(persistent_counters(c_.num_layers, c_.num_kv_heads)));
+      persist_counters_ = alloc<int>(size_t(persistent_counters(c_.num_layers, persist_units())));
       if (c_.qk_norm) persist_k_raw_ = alloc<float>(size_t(c_.kv_dim()));
     }
     const size_t R = size_t(max_logit_rows_);  // >= S
@@ -894,7 +898,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     HAYATE_CUDA_CHECK(cudaMemsetAsync(persist_barrier_, 0, 2 * sizeof(unsigned), s_));
     HAYATE_CUDA_CHECK(cudaMemsetAsync(
         persist_counters_, 0,
-        size_t(persistent_counters(c_.num_layers, c_.num_kv_heads)) * sizeof(int), s_));
+        size_t(persistent_counters(c_.num_layers, persist_units())) * sizeof(int), s_));
     HAYATE_CUDA_CHECK(cudaStreamSynchronize(s_));  // `layers` leaves scope
     persist_ = PersistentDecode<T>{persist_layers_,
                                    c_.num_layers,
@@ -1059,6 +1063,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   float* persist_k_raw_ = nullptr;  // qk_norm: QKV's un-normalised k row
   unsigned* persist_barrier_ = nullptr;
   int* persist_counters_ = nullptr;
+  // The persistent kernel's attention units (its counters are per unit).
+  int persist_units() const { return persistent_attn_units(c_.num_heads, c_.num_kv_heads); }
   int batch_from_ = INT_MAX;  // steps with this many non-greedy rows or more: batched
   Flight flights_[2];
   int last_flight_ = -1;  // the flight of the last launched step

@@ -80,24 +80,32 @@ struct PersistentDecode {
   unsigned long long* trace = nullptr;
 };
 __host__ __device__ inline int persistent_trace_slots(int n_layers) { return 2 + 9 * n_layers; }
+// The persistent kernel's attention units: a kv head's query heads, split
+// into ceil(group / 4) near-equal shares where it has more than 4 (Qwen2.5-7B's
+// 7 per kv head: 4 + 3), as its registers and shared memory hold 4.
+__host__ __device__ constexpr int persistent_attn_units(int n_heads, int n_kv_heads) {
+  return n_kv_heads * ((n_heads / n_kv_heads + 3) / 4);
+}
 // Counters, as offsets into one int array: a tile counter per GEMV phase
-// (claims: 4 per layer and the LM head), then per layer and kv head the
-// attention splits done, then per layer the kv heads whose attention output
+// (claims: 4 per layer and the LM head), then per layer and attention unit
+// the attention splits done, then per layer the units whose attention output
 // is final; `total` ints in all.
 struct PersistentCounterLayout {
   int claims, split_done, attn_done, total;
 };
 __host__ __device__ constexpr PersistentCounterLayout persistent_counter_layout(int n_layers,
-                                                                             int n_kv_heads) {
-  return {0, 4 * n_layers + 1, 4 * n_layers + 1 + n_layers * n_kv_heads,
-          4 * n_layers + 1 + n_layers * n_kv_heads + n_layers};
+                                                                             int units) {
+  return {0, 4 * n_layers + 1, 4 * n_layers + 1 + n_layers * units,
+          4 * n_layers + 1 + n_layers * units + n_layers};
 }
-__host__ __device__ constexpr int persistent_counters(int n_layers, int n_kv_heads) {
-  return persistent_counter_layout(n_layers, n_kv_heads).total;
+// units: persistent_attn_units(n_heads, n_kv_heads).
+__host__ __device__ constexpr int persistent_counters(int n_layers, int units) {
+  return persistent_counter_layout(n_layers, units).total;
 }
 // Shapes the kernel has a configuration for (Llama 3.x 1B/3B/8B: head_dim 64
-// or 128, and dummy:tiny's 32; up to 4 query heads per kv head, hidden <= 4096,
-// inter <= 16384; with qk_norm, head_dim 128: Qwen3's). h holds the embedded token on entry and the residual
+// or 128, and dummy:tiny's 32; up to 8 query heads per kv head, hidden <= 4096,
+// inter <= 19456 (past 16384, Qwen2.5-7B's 18944, a down row spans two
+// stages); with qk_norm, head_dim 128 and up to 4 per kv head: Qwen3's). h holds the embedded token on entry and the residual
 // stream on exit (down_proj writes h, o_proj h2).
 bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, int n_kv_heads,
                                  int head_dim, bool qk_norm = false);

@@ -171,6 +171,30 @@ constexpr std::string_view kQwen25_7b = R"({
   "torch_dtype": "bfloat16"
 })";
 
+// tiny-qwen2: Qwen2.5-7B's shapes that need their own configuration of the
+// persistent kernel, at a test's size (tests/gpu/forward_test.cpp): 7 query
+// heads per kv head (14 on 2), head_dim 128, q/k/v biases, the 18,944-wide
+// MLP; 2 layers, Llama 2's tokenizer and a 32,768-row tied embedding.
+constexpr std::string_view kTinyQwen2 = R"({
+  "architectures": ["Qwen2ForCausalLM"],
+  "model_type": "qwen2",
+  "hidden_act": "silu",
+  "vocab_size": 32768,
+  "hidden_size": 1792,
+  "intermediate_size": 18944,
+  "num_hidden_layers": 2,
+  "num_attention_heads": 14,
+  "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "max_position_embeddings": 4096,
+  "use_sliding_window": false,
+  "tie_word_embeddings": true,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "torch_dtype": "bfloat16"
+})";
+
 // mistral-7b-v0.3: Mistral-7B-Instruct-v0.3's config.json (vocabulary 32768).
 constexpr std::string_view kMistral7b = R"({
   "architectures": ["MistralForCausalLM"],
@@ -202,7 +226,8 @@ constexpr DummyArch kArchs[] = {{"llama-3.1-8b", kLlama31_8b, "llama3_1"},
                                 {"tiny", kTiny, "llama3_1"},
                                 {"qwen3-8b", kQwen3_8b, "qwen3"},
                                 {"qwen2.5-7b", kQwen25_7b, "qwen3"},
-                                {"mistral-7b-v0.3", kMistral7b, "llama2"}};
+                                {"mistral-7b-v0.3", kMistral7b, "llama2"},
+                                {"tiny-qwen2", kTinyQwen2, "llama2"}};
 
 }  // namespace
 

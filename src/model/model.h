@@ -86,7 +86,7 @@ Model load_model(const std::string& spec, uint64_t seed, const std::string& asse
 void apply_quantization(Model& m, const std::string& method);
 
 // The config.json text of a named dummy architecture (llama-3.1-8b,
-// llama-3.2-1b, tiny, qwen3-8b, qwen2.5-7b, mistral-7b-v0.3); throws Error
+// llama-3.2-1b, tiny, qwen3-8b, qwen2.5-7b, mistral-7b-v0.3, tiny-qwen2); throws Error
 // listing the known names.
 std::string dummy_config_json(const std::string& name);
 // The folder under assets/ holding that dummy's tokenizer files.

@@ -46,7 +46,7 @@ BpeModel::BpeModel(const json& m, bool byte_level) : byte_level_(byte_level) {
   for (const auto& [tok, id] : m["vocab"].items()) {
     HAYATE_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < kMaxId,
                  "tokenizer.json: vocab id of '", tok, "' must be an integer in [0, ", kMaxId, ")");
-    vocab_[tok] = id.get<int32_t>();
+    vocab_.insert_or_assign(tok, id.get<int32_t>());
     max_id = std::max(max_id, id.get<int64_t>());
   }
   id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
@@ -57,15 +57,16 @@ BpeModel::BpeModel(const json& m, bool byte_level) : byte_level_(byte_level) {
   if (byte_level_) {
     // Raw-byte view of the vocab: the word's bytes index it directly.
     bytes_vocab_.reserve(vocab_.size());
+    std::string raw;
     for (const auto& [tok, id] : vocab_) {
-      std::string raw;
+      raw.clear();
       bool ok = utf8::is_valid(tok);
       for (size_t i = 0; ok && i < tok.size();) {
         int b = char_to_byte(utf8::next(tok, i));
         if (b < 0) ok = false;
         else raw += static_cast<char>(b);
       }
-      if (ok) bytes_vocab_[raw] = id;
+      if (ok) bytes_vocab_.insert_or_assign(raw, id);
     }
     for (int b = 0; b < 256; ++b) {
       auto it = bytes_vocab_.find(std::string(1, static_cast<char>(b)));
@@ -84,28 +85,29 @@ BpeModel::BpeModel(const json& m, bool byte_level) : byte_level_(byte_level) {
   }
 
   int32_t rank = 0;
+  std::string ab;  // a + b, reused: no allocation per merge
   for (const json& mg : m["merges"]) {
-    std::string a, b;
+    std::string_view a, b;
     if (mg.is_string()) {
-      const std::string& s = mg.get_ref<const std::string&>();
+      std::string_view s = mg.get_ref<const std::string&>();
       size_t sp = s.find(' ');
-      HAYATE_CHECK(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos,
+      HAYATE_CHECK(sp != std::string_view::npos && s.find(' ', sp + 1) == std::string_view::npos,
                    "tokenizer.json: merge '", s, "' is not two tokens separated by one space");
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else {
       HAYATE_CHECK(mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string(),
                    "tokenizer.json: a merge must be \"a b\" or [\"a\", \"b\"]");
-      a = mg[0].get<std::string>();
-      b = mg[1].get<std::string>();
+      a = mg[0].get_ref<const std::string&>();
+      b = mg[1].get_ref<const std::string&>();
     }
     auto ia = vocab_.find(a), ib = vocab_.find(b);
-    a += b;
-    auto iab = vocab_.find(a);
-    HAYATE_CHECK(ia != vocab_.end() && ib != vocab_.end(), "tokenizer.json: merge '",
-                 a.substr(0, a.size() - b.size()), " ", b, "' uses a token that is not in the vocab");
-    HAYATE_CHECK(iab != vocab_.end(), "tokenizer.json: merge '", a.substr(0, a.size() - b.size()),
-                 " ", b, "' makes a token that is not in the vocab");
+    ab.assign(a).append(b);
+    auto iab = vocab_.find(std::string_view(ab));
+    HAYATE_CHECK(ia != vocab_.end() && ib != vocab_.end(), "tokenizer.json: merge '", a, " ", b,
+                 "' uses a token that is not in the vocab");
+    HAYATE_CHECK(iab != vocab_.end(), "tokenizer.json: merge '", a, " ", b,
+                 "' makes a token that is not in the vocab");
     uint64_t key = (static_cast<uint64_t>(ia->second) << 32) | static_cast<uint32_t>(ib->second);
     merges_[key] = {rank++, iab->second};  // a repeated pair keeps its last rank, as HF
   }

@@ -68,9 +68,13 @@ json parse_json(const std::string& text, const std::string& what) {
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
   HAYATE_CHECK(f.good(), p.string(), ": cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  std::string s;
+  std::error_code ec;
+  if (auto n = std::filesystem::file_size(p, ec); !ec) s.reserve(static_cast<size_t>(n));
+  char buf[1 << 16];
+  while (f.read(buf, sizeof buf) || f.gcount() > 0) s.append(buf, static_cast<size_t>(f.gcount()));
+  HAYATE_CHECK(!f.bad(), p.string(), ": cannot read");
+  return s;
 }
 
 }  // namespace

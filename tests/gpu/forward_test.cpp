@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "cuda/cuda_batch_backend.h"
+#include "cuda/ops.h"
 #include "engine/sampling.h"
 #include "gpu/gpu_test_util.h"
 #include "gpu/one_seq.h"
@@ -227,6 +228,46 @@ TEST_P(ForwardTest, LongContextDecodeMatchesCpu) {
     gpu->forward(std::span(&tok, 1), pos, g);
     ASSERT_LE(rel_err(g, c), kTol) << "decode at " << pos;
     tok = argmax(c);
+  }
+}
+
+// Qwen2.5-7B's shapes that take their own configuration of the persistent
+// kernel (dummy:tiny-qwen2: 7 query heads per kv head, as attention units of
+// 4 and 3; q/k/v biases; head_dim 128; an 18,944-wide down row over two ring
+// stages) and
+// the batched GEMVs, against the CPU oracle: a prompt whose 80 keys make two
+// attention splits, then decode steps.
+TEST_P(ForwardTest, Qwen25ShapesDecodeMatchesCpu) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const Model m = load_model("dummy:tiny-qwen2", seed_ % 1000, HAYATE_ASSETS_DIR);
+  const ModelConfig& c = m.config;
+  ASSERT_TRUE(persistent_decode_supported(c.hidden_size, c.intermediate_size, c.vocab_size,
+                                          c.num_heads, c.num_kv_heads, c.head_dim, c.qk_norm));
+  constexpr int kLen = 128, n = 80;
+  BatchBackendOptions o;
+  o.max_model_len = kLen;
+  o.num_blocks = kLen / 16;
+  o.max_num_seqs = 1;
+  o.max_logit_rows = kLen;
+  o.max_num_batched_tokens = kLen;
+  o.dtype = dtype();
+  auto cpu = hayate::test::own(hayate::test::cpu_oracle_backend(m, kLen));
+  auto gpu = hayate::test::own(make_cuda_batch_backend(m, o, matmul()));
+  const size_t V = c.vocab_size;
+  std::uniform_int_distribution<int32_t> d(0, 31999);  // the tokenizer's ids
+  std::vector<int32_t> prompt(n);
+  for (auto& x : prompt) x = d(rng_);
+  std::vector<float> lc(V), lg(V, NAN);
+  cpu->forward(prompt, 0, lc);
+  gpu->forward(prompt, 0, lg);
+  ASSERT_LE(rel_err(lg, lc), kTol) << "prefill";
+  int32_t tok = argmax(lc);
+  for (int s = 0; s < 6; ++s) {
+    const int pos = n + s;
+    cpu->forward(std::span(&tok, 1), pos, lc);
+    gpu->forward(std::span(&tok, 1), pos, lg);
+    ASSERT_LE(rel_err(lg, lc), kTol) << "decode at " << pos;
+    tok = argmax(lc);
   }
 }
 

@@ -124,7 +124,7 @@ TEST(Dummy, NormsStayNearOne) {
 
 TEST(Dummy, RejectsUnknownName) {
   EXPECT_ERROR(load_model("dummy:llama-9", 0, ""),
-               "unknown dummy model 'dummy:llama-9' (known: llama-3.1-8b, llama-3.2-1b, llama-3.1-70b, tiny, qwen3-8b, qwen2.5-7b, mistral-7b-v0.3)");
+               "unknown dummy model 'dummy:llama-9' (known: llama-3.1-8b, llama-3.2-1b, llama-3.1-70b, tiny, qwen3-8b, qwen2.5-7b, mistral-7b-v0.3, tiny-qwen2)");
   EXPECT_ERROR(dummy_config_json(""), "known: llama-3.1-8b");
 }
 

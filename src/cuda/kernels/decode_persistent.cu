@@ -25,7 +25,11 @@ namespace {
 // kFp8: the layers' linears are e4m3 (a.fp8); W their stage element type.
 // kQkNorm: per-head q/k norms (a.qk_norm): QKV writes q and k raw, the
 // attention items normalise and turn them (persistent.cuh: persist_attend).
-template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm>
+// kWide: 16-bit down rows longer than a stage (Qwen2.5-7B's 18944), each
+// over two stages (persist_produce); an instantiation of its own, as the
+// second form of the down phase made ptxas spill at the kernel's 168
+// registers (92 bytes) where it has none.
+template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm, bool kWide>
 __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(PersistentDecode<T> a) {
   using W = std::conditional_t<kFp8, uint8_t, T>;
   extern __shared__ __align__(128) unsigned char stages[];  // [S][32 KB]
@@ -37,7 +41,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int D = a.hidden, I = a.inter, qd = a.n_heads * HD, L_ = a.n_layers, nkv = a.n_kv_heads;
   const int qkv_groups = (a.n_heads + 2 * nkv) * (HD / 2);  // RoPE pairs
-  const PersistentCounterLayout cl = persistent_counter_layout(L_, nkv);
+  const int units = persistent_attn_units(a.n_heads, nkv);  // attention units (persistent.cuh)
+  static_assert(!kWide || !kFp8);
+  const PersistentCounterLayout cl = persistent_counter_layout(L_, units);
   int* const claims = a.counters + cl.claims;
   int* const split_done = a.counters + cl.split_done;
   int* const attn_done = a.counters + cl.attn_done;
@@ -66,7 +72,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
         persist_produce<W, 2, 2>(rg, wqkv, D, qkv_groups, qkv_epi(L), claim++, j);
         persist_produce<W, 2, 2>(rg, wo, qd, D / 2, ResidualCgEpi<2>{a.h, a.h2}, claim++, j);
         persist_produce<W, 2, 2>(rg, wgu, D, I, SiluMulEpi{a.act, I}, claim++, j);
-        persist_produce<W, 1, 1>(rg, wd, I, D, ResidualCgEpi<1>{a.h2, a.h}, claim++, j);
+        persist_produce<W, 1, 1, ResidualCgEpi<1>, kWide>(rg, wd, I, D,
+                                                          ResidualCgEpi<1>{a.h2, a.h}, claim++, j);
       }
       persist_produce<T, 2, 2>(rg, a.lm_head, D, a.vocab / 2, StoreEpi<2>{a.logits}, claim, j);
     }
@@ -98,7 +105,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     const PersistentLayer<T> L = a.layers[l];
     // This block's first attention tile (rows before pos), in flight during QKV.
     PersistKvTile<HD> pre;
-    const bool prefetched = persist_attend_prefetch<T, HD>(cache(L), nkv, keys, pre);
+    const bool prefetched = persist_attend_prefetch<T, HD>(cache(L), a.n_heads, nkv, keys, pre);
     // q [Hq d] roped; k, v -> cache[pos]
     persist_consume<T, W, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
                                          qkv_epi(L), j, jd, L.s_qkv, L.in_qkv);
@@ -107,9 +114,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     stamp();
     // attn [Hq d] over [0, pos]
     persist_attend<T, HD, kQkNorm>(a.q, cache(L), a.n_heads, nkv, keys, a.part_o, a.part_ml,
-                                   split_done + l * nkv, a.attn, attn_done + l, pre, prefetched,
+                                   split_done + l * units, a.attn, attn_done + l, pre, prefetched,
                                    PersistQkNorm<T>{L.q_norm, L.k_norm, a.k_raw, rope_cs, a.eps});
-    persist_wait(attn_done + l, nkv);  // every kv head's output
+    persist_wait(attn_done + l, units);  // every unit's output
     stamp();
     // h2 = h + Wo attn
     persist_consume<T, W, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from(a.attn),
@@ -124,8 +131,10 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     grid_sync(a.barrier, k);
     stamp();
     // h = h2 + Wdown act
-    persist_consume<T, W, 1, 1, 8, false>(rg, I, D, nullptr, 0.0f, from(a.act),
-                                          ResidualCgEpi<1>{a.h2, a.h}, j, jd, L.s_down, L.in_down);
+    // (kWide: K <= 16384 + 8 * kPersistWideTail, persistent_decode_supported)
+    persist_consume<T, W, 1, 1, 8, false, ResidualCgEpi<1>, decltype(from(a.act)), kWide>(
+        rg, I, D, nullptr, 0.0f, from(a.act), ResidualCgEpi<1>{a.h2, a.h}, j, jd, L.s_down,
+        L.in_down);
     stamp();
     grid_sync(a.barrier, k);
     stamp();
@@ -140,9 +149,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
 // One cooperative block per SM; the launch's error is returned (a grid that
 // cannot be resident at once is refused there).
 // refuse (tests): ask for per_sm + 1 blocks per SM, which the runtime must refuse.
-template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm = false>
+template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm = false, bool kWide = false>
 cudaError_t launch_persistent(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
-  auto kernel = decode_persistent_kernel<T, HD, kTrace, kFp8, kQkNorm>;
+  auto kernel = decode_persistent_kernel<T, HD, kTrace, kFp8, kQkNorm, kWide>;
   const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
   HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int device = 0, sms = 0, per_sm = 0;
@@ -160,6 +169,13 @@ cudaError_t persistent_launch(const PersistentDecode<T>& a, cudaStream_t s, bool
                                            a.head_dim, a.qk_norm),
                "persistent decode: unsupported shape");
   const bool trace = a.trace != nullptr;
+  if (a.inter * int(sizeof(T)) > kPersistStageBytes) {  // Qwen2.5-7B: head_dim 128, 16-bit
+    HAYATE_CHECK(a.head_dim == 128 && !a.fp8 && !a.qk_norm,
+                 "persistent decode: down rows over two stages need head_dim 128, 16-bit "
+                 "weights and no q/k norms");
+    return trace ? launch_persistent<T, 128, true, false, false, true>(a, s, refuse)
+                 : launch_persistent<T, 128, false, false, false, true>(a, s, refuse);
+  }
   if (a.qk_norm) {  // Qwen3: head_dim 128, 16-bit weights
     HAYATE_CHECK(a.head_dim == 128 && !a.fp8 && a.k_raw,
                  "persistent decode: q/k norms need head_dim 128, 16-bit weights and k_raw");
@@ -192,12 +208,19 @@ bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, 
                                  int head_dim, bool qk_norm) {
   const int q_dim = n_heads * head_dim;
   return (head_dim == 32 || head_dim == 64 || head_dim == 128) && n_kv_heads > 0 &&
-         (!qk_norm || head_dim == 128) &&  // Qwen3's one head size: one more instantiation
-         n_heads % n_kv_heads == 0 && n_heads / n_kv_heads <= kPersistMaxGroup &&
+         n_heads % n_kv_heads == 0 &&
+         // Attention units of at most kPersistMaxGroup query heads: up to 2 per kv head.
+         n_heads / n_kv_heads <= 2 * kPersistMaxGroup &&
+         // Qwen3's one head size (one more instantiation); the item that
+         // appends the normalised k row must be its kv head's only one.
+         (!qk_norm || (head_dim == 128 && n_heads / n_kv_heads <= kPersistMaxGroup)) &&
          // The ring's stages hold 4 rows of K <= 4096 (QKV, o_proj, gate/up,
-         // LM head: row pairs) or one row of K <= 16384 (down), 32 KB.
+         // LM head: row pairs) or one row of K <= 16384 (down), 32 KB; a down
+         // row of K <= 19456 spans two stages (x's tail in shared memory).
          hidden % 8 == 0 && hidden <= 4096 && q_dim <= 4096 && inter % 8 == 0 &&
-         inter <= 16384 && vocab % 2 == 0;
+         (inter <= 16384 || (inter <= 16384 + 8 * kPersistWideTail && head_dim == 128 &&
+                             !qk_norm)) &&
+         vocab % 2 == 0;
 }
 
 int persistent_max_splits() { return kPersistMaxSplits; }

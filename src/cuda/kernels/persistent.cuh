@@ -45,6 +45,7 @@
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/ring.cuh"
 #include "cuda/kernels/rope.cuh"
+#include "cuda/ops.h"
 
 namespace hayate::cuda {
 
@@ -54,9 +55,13 @@ constexpr int kPersistStageBytes = 32 * 1024;  // 4 rows of K = 4096, or one of 
 constexpr int kPersistWarps = kPersistConsumers / 32;  // consumer warps
 constexpr int kPersistThreads = kPersistConsumers + 32;  // + the producer warp
 constexpr int kPersistParts = 2 * kPersistStages;   // `done` slots: see persist_consume
-constexpr int kPersistMaxGroup = 4;                 // query heads per kv head
+constexpr int kPersistMaxGroup = 4;                 // query heads per attention unit
 constexpr int kPersistMaxSplits = 16;               // attention splits per kv head
 constexpr int kPersistTile = 64;                    // keys per attention tile
+// Wide down rows (persist_produce): x's chunks past the first stage's, in
+// shared memory; 384 chunks of 8 make K <= 16384 + 3072 = 19456 (Qwen2.5-7B:
+// 18944), 12 KB beside the 192 KB ring and the attention's 21 KB.
+constexpr int kPersistWideTail = 384;
 
 // The block's ring: stages in dynamic shared memory, barriers and partial sums
 // in static shared memory (declared by the kernel, passed here).
@@ -243,18 +248,26 @@ struct QkvRopeTableEpi {
 // ---- producer: the weight tiles of one phase --------------------------------
 // Tile = G row groups of R rows (epi.row maps them), claimed from *claim
 // (zero before the phase; every block's producer adds to it). Lane 0 of the
-// producer warp only.
-template <typename T, int R, int G, typename Epi>
+// producer warp only. kWide: one row (R = G = 1) longer than a stage
+// (Qwen2.5-7B's down projection, K = 18944: 37,888 bytes), its first
+// kPersistStageBytes in stage j and the rest in stage j + 1, each completing
+// on its own `full` barrier; the tile takes both stages.
+template <typename T, int R, int G, typename Epi, bool kWide = false>
 __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* __restrict__ W,
                                                 int K, int groups, const Epi& epi, int* claim,
                                                 int& j) {
+  static_assert(!kWide || (R == 1 && G == 1));
   const uint32_t row_bytes = uint32_t(K) * sizeof(T);
   const int ntiles = (groups + G - 1) / G;
+  auto wait_empty = [&](int jj) {  // every consumer warp released stage use jj - S
+    if (jj >= kPersistStages)
+      mbar_wait(smem_u32(&rg.empty[jj % kPersistStages]),
+                uint32_t((jj - kPersistStages) / kPersistStages) & 1u);
+  };
   for (;; ++j) {
     const int tile = atomicAdd(claim, 1);  // in flight while we wait for the stage
     const int buf = j % kPersistStages;
-    if (j >= kPersistStages)  // every consumer warp released stage use j - S
-      mbar_wait(smem_u32(&rg.empty[buf]), uint32_t((j - kPersistStages) / kPersistStages) & 1u);
+    wait_empty(j);
     const uint32_t bar = smem_u32(&rg.full[buf]);
     if (tile >= ntiles) {  // the phase is done: an empty stage says so
       rg.tile[buf] = -1;
@@ -263,6 +276,19 @@ __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* 
       return;
     }
     rg.tile[buf] = tile;
+    if constexpr (kWide) {
+      const int buf2 = (j + 1) % kPersistStages;
+      const uint32_t bar2 = smem_u32(&rg.full[buf2]);
+      const uint32_t head = uint32_t(kPersistStageBytes), rest = row_bytes - head;
+      const T* src = W + size_t(epi.row(tile, 0)) * K;
+      mbar_expect(bar, head);
+      bulk_g2s(smem_u32(rg.stages + size_t(buf) * kPersistStageBytes), src, head, bar);
+      wait_empty(++j);
+      mbar_expect(bar2, rest);
+      bulk_g2s(smem_u32(rg.stages + size_t(buf2) * kPersistStageBytes),
+               reinterpret_cast<const unsigned char*>(src) + head, rest, bar2);
+      continue;
+    }
     const int ng = min(G, groups - tile * G);
     mbar_expect(bar, uint32_t(ng) * R * row_bytes);
     unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes;
@@ -285,7 +311,12 @@ __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* 
 // x), the dot products run on the codes' values, and each row's sum is
 // scaled by x's scale and the row's w_scale (the batched path's rmsnorm_fp8 /
 // quantize_rows_fp8 then the FP8 GEMM, in one pass).
-template <typename T, typename W, int R, int G, int NC, bool kNorm, typename Epi, typename XFn>
+// kWide: persist_produce's wide rows (one per tile, over stages j and j + 1;
+// 16-bit weights, no norm, NC = 8: the first stage's 2048 chunks in
+// registers, the rest of x in shared memory, as 10 chunks per thread in
+// registers made ptxas spill at the kernel's 168 registers).
+template <typename T, typename W, int R, int G, int NC, bool kNorm, typename Epi, typename XFn,
+          bool kWide = false>
 __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, int groups,
                                                 const T* __restrict__ norm_w, float eps, XFn xfn,
                                                 const Epi& epi, int& j, int& jd,
@@ -295,12 +326,15 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
   constexpr int kGroupThreads = kPersistConsumers / G;
   constexpr int kWarpsPerGroup = kGroupThreads / 32;
   static_assert(kPersistConsumers % (32 * G) == 0 && G <= 32 && R <= 2);
+  static_assert(!kWide || (R == 1 && G == 1 && !kFp8 && !kNorm &&
+                           NC * kPersistConsumers * 16 == kPersistStageBytes / sizeof(W) * 2));
   const int tid = threadIdx.x, t = tid % kGroupThreads, slot = tid / kGroupThreads;
   const int warp = tid / 32, lane = tid % 32;
   const int nchunks = K / 8;
   const uint32_t row_bytes = uint32_t(K) * sizeof(W);
 
   float xr[NC][8];
+  const float(*xtail)[8] = nullptr;  // kWide
   float ss = 0.0f;
 #pragma unroll
   for (int jj = 0; jj < NC; ++jj) {
@@ -321,6 +355,17 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
 #pragma unroll
       for (int e = 0; e < 8; ++e) xr[jj][e] = 0.0f;
     }
+  }
+  if constexpr (kWide) {  // x's chunks past the first stage
+    __shared__ float xt[kPersistWideTail][8];
+    for (int c = NC * kPersistConsumers + tid; c < nchunks; c += kPersistConsumers) {
+      float v[8];
+      xfn(c, v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) xt[c - NC * kPersistConsumers][e] = v[e];
+    }
+    consumer_sync();  // xt (rewritten only after the next grid barrier)
+    xtail = xt;
   }
   float rstd = 1.0f;
   if constexpr (kNorm) {
@@ -378,15 +423,25 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
     const unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes + slot * R * row_bytes;
     float acc[R];
-    if constexpr (kFp8)
+    int buf2 = buf;  // kWide: the row's second stage
+    if constexpr (kWide) {
+      buf2 = (j + 1) % kPersistStages;
+      mbar_wait(smem_u32(&rg.full[buf2]), uint32_t((j + 1) / kPersistStages) & 1u);
+      ring_tile_dot2<T, NC, (kPersistWideTail + kPersistConsumers - 1) / kPersistConsumers>(
+          st, rg.stages + size_t(buf2) * kPersistStageBytes, t, kGroupThreads, nchunks, xr, xtail,
+          acc[0]);
+      ++j;
+    } else if constexpr (kFp8) {
       ring_tile_dot_fp8<R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
-    else
+    } else {
       ring_tile_dot<T, R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
+    }
     __syncwarp();  // every lane is done reading the stage
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r) rg.part[p][warp][r] = acc[r];
       mbar_arrive(smem_u32(&rg.empty[buf]));
+      if (kWide) mbar_arrive(smem_u32(&rg.empty[buf2]));
       mbar_arrive(smem_u32(&rg.done[p]));  // release: part is visible to the waiter
     }
     if (epi_warp) {  // this tile's epilogue
@@ -406,30 +461,41 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
 }
 
 // ---- consumers: decode attention over [0, keys) ------------------------------
-// Splits of the key range per kv head (persist_splits), items (kv head, split)
-// spread over the blocks (after the grid barrier that ends QKV); each item
-// walks its keys in tiles of 64 with an online softmax (256 threads) and,
-// with one split, writes the attention output attn [n_heads * HD] of its
-// query heads; with several, its unnormalised output and (max, sum)
-// per query head to part_o [split, n_heads, HD] and part_ml [split, n_heads,
-// 2], and the last split of the kv head to finish (split_done[kvh]) combines
-// them into attn. Either way attn_done counts the kv head once it is final.
+// An attention unit is a kv head's query heads, or, with more than
+// kPersistMaxGroup of them (Qwen2.5-7B: 7), a near-equal share of them
+// (4 + 3): persistent_attn_units (ops.h) counts them; every unit of a kv head
+// reads its K and V (twice the K/V reads for Qwen2.5, against registers and
+// shared memory sized for 4 query heads). Splits of the key range per unit
+// (persist_splits), items (unit, split) spread over the blocks (after the
+// grid barrier that ends QKV); each item walks its keys in tiles of 64 with
+// an online softmax (256 threads) and, with one split, writes the attention
+// output attn [n_heads * HD] of its query heads; with several, its
+// unnormalised output and (max, sum) per query head to part_o [split,
+// n_heads, HD] and part_ml [split, n_heads, 2], and the last split of the
+// unit to finish (split_done[unit]) combines them into attn. Either way
+// attn_done counts the unit once it is final.
 // nsplit <= ceil(keys / 64) and <= 16 make every split non-empty:
 // (nsplit - 1) * ceil(keys / nsplit) < keys. The code still handles an empty
 // one (max -FLT_MAX, sum 0), for safety if these caps change.
-__device__ __forceinline__ int persist_splits(int keys, int n_kv_heads) {
-  const int by_blocks = max(1, min(kPersistMaxSplits, int(gridDim.x) / n_kv_heads));
+__device__ __forceinline__ int persist_splits(int keys, int units) {
+  const int by_blocks = max(1, min(kPersistMaxSplits, int(gridDim.x) / units));
   return min(by_blocks, (keys + kPersistTile - 1) / kPersistTile);
 }
 
-// The attention item's key split: item (kv head item % n_kv, split item / n_kv)
-// covers keys [start, end) of [0, keys).
+// The attention item's unit and key split: item (unit item % units, split
+// item / units) covers query heads [q0, q0 + nq) of kv head kvh's group
+// (heads kvh * group ...) and keys [start, end) of [0, keys).
 struct PersistItem {
-  int kvh, start, end;
-  __device__ PersistItem(int item, int keys, int n_kv_heads) {
-    const int nsplit = persist_splits(keys, n_kv_heads), per = (keys + nsplit - 1) / nsplit;
-    kvh = item % n_kv_heads;
-    start = item / n_kv_heads * per;
+  int unit, kvh, q0, nq, start, end;
+  __device__ PersistItem(int item, int keys, int n_heads, int n_kv_heads) {
+    const int group = n_heads / n_kv_heads, nsub = persistent_attn_units(n_heads, n_kv_heads) / n_kv_heads;
+    const int units = n_kv_heads * nsub, per_unit = (group + nsub - 1) / nsub;
+    const int nsplit = persist_splits(keys, units), per = (keys + nsplit - 1) / nsplit;
+    unit = item % units;
+    kvh = unit / nsub;
+    q0 = unit % nsub * per_unit;
+    nq = min(per_unit, group - q0);
+    start = item / units * per;
     end = min(keys, start + per);
   }
 };
@@ -470,12 +536,12 @@ struct PersistKvTile {
 // during QKV. Row keys - 1 is QKV's output: persist_attend loads it again.
 // false: this block has no attention item.
 template <typename T, int HD>
-__device__ __forceinline__ bool persist_attend_prefetch(const PersistCache<T>& cache,
+__device__ __forceinline__ bool persist_attend_prefetch(const PersistCache<T>& cache, int n_heads,
                                                         int n_kv_heads, int keys,
                                                         PersistKvTile<HD>& pre) {
-  const int items = n_kv_heads * persist_splits(keys, n_kv_heads);
-  if (int(blockIdx.x) >= items) return false;
-  const PersistItem it(blockIdx.x, keys, n_kv_heads);
+  const int units = persistent_attn_units(n_heads, n_kv_heads);
+  if (int(blockIdx.x) >= units * persist_splits(keys, units)) return false;
+  const PersistItem it(blockIdx.x, keys, n_heads, n_kv_heads);
   if (it.start >= it.end) return false;
   pre.template load<T>(cache, n_kv_heads * HD, it.kvh, it.start, it.end, keys, false);
   return true;
@@ -512,15 +578,18 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
   __shared__ float red[kPersistWarps][GM][HD];
   __shared__ bool last_split;
   __shared__ float ks[kQkNorm ? HD : 1], rstd_s[GM + 1];  // kQkNorm: the step's k row, rstds
-  const int G = n_heads / n_kv_heads, kv_dim = n_kv_heads * HD;
+  const int kv_dim = n_kv_heads * HD, units = persistent_attn_units(n_heads, n_kv_heads);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int c = tid % TPK, kj = tid / TPK;
-  const int nsplit = persist_splits(keys, n_kv_heads);
+  const int nsplit = persist_splits(keys, units);
   const float scale = rsqrtf(float(HD));
 
-  for (int item = blockIdx.x; item < n_kv_heads * nsplit; item += gridDim.x) {
-    const PersistItem it(item, keys, n_kv_heads);
-    const int kvh = it.kvh, split = item / n_kv_heads, start = it.start, end = it.end;
+  for (int item = blockIdx.x; item < units * nsplit; item += gridDim.x) {
+    const PersistItem it(item, keys, n_heads, n_kv_heads);
+    // G: this unit's query heads, heads h0 ... (all of the kv head's, but
+    // for Qwen2.5's 7 per kv head)
+    const int kvh = it.kvh, G = it.nq, h0 = kvh * (n_heads / n_kv_heads) + it.q0;
+    const int split = item / units, start = it.start, end = it.end;
     // K and V rows of a tile, loaded together (they do not depend on q): the
     // first tile's loads are in flight with q's, so a short context costs one
     // memory round trip, not three (none but this step's row when prefetched).
@@ -535,7 +604,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
       kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
     }
     for (int i = tid; i < G * HD; i += kPersistConsumers)
-      qs[i / HD][i % HD] = __ldcg(q + kvh * G * HD + i) * (kQkNorm ? 1.0f : scale);
+      qs[i / HD][i % HD] = __ldcg(q + h0 * HD + i) * (kQkNorm ? 1.0f : scale);
     if (tid < GM) {
       m_s[tid] = -FLT_MAX;
       l_s[tid] = 0.0f;
@@ -655,7 +724,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
     }
     consumer_sync();  // every warp's partial outputs
     for (int i = tid; i < G * HD; i += kPersistConsumers) {
-      const int g = i / HD, d = i % HD, head = kvh * G + g;
+      const int g = i / HD, d = i % HD, head = h0 + g;
       float o = 0.0f;
 #pragma unroll
       for (int w = 0; w < kPersistWarps; ++w) o += red[w][g][d];
@@ -673,13 +742,13 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
     if (nsplit > 1) {
       if (tid == 0) {
         __threadfence();  // our partials, before the count that may make another block combine
-        last_split = atomicAdd(split_done + kvh, 1) == nsplit - 1;
+        last_split = atomicAdd(split_done + it.unit, 1) == nsplit - 1;
       }
       consumer_sync();  // last_split
       if (last_split) {  // combine: sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s, online in s
         __threadfence();
         for (int i = tid; i < G * HD; i += kPersistConsumers) {
-          const int head = kvh * G + i / HD, d = i % HD;
+          const int head = h0 + i / HD, d = i % HD;
           float m = -FLT_MAX, num = 0.0f, den = 0.0f;
 #pragma unroll 4
           for (int sp = 0; sp < nsplit; ++sp) {

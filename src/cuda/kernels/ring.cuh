@@ -110,6 +110,38 @@ __device__ __forceinline__ void ring_tile_dot(const unsigned char* st, uint32_t 
   for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
 }
 
+// One row over two stages (persist_produce's wide rows): chunks c < NC * step
+// in stage a against xr, the rest in stage b against xt [c - NC * step] (shared
+// memory: x's tail, which the registers do not hold); acc as ring_tile_dot's (R = 1).
+template <typename T, int NC, int NB>
+__device__ __forceinline__ void ring_tile_dot2(const unsigned char* a, const unsigned char* b,
+                                               int t, int step, int nchunks,
+                                               const float (&xr)[NC][8],
+                                               const float (*xt)[8], float& acc) {
+  acc = 0.0f;
+#pragma unroll
+  for (int jj = 0; jj < NC; ++jj) {
+    const int c = t + jj * step;
+    if (c < nchunks) {  // always, but unguarded loads made ptxas hoist them all and spill
+      float f[8];
+      unpack8<T>(*reinterpret_cast<const uint4*>(a + size_t(c) * 16), f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc += f[e] * xr[jj][e];
+    }
+  }
+#pragma unroll
+  for (int jj = 0; jj < NB; ++jj) {
+    const int c = t + jj * step;
+    if (c < nchunks - NC * step) {
+      float f[8];
+      unpack8<T>(*reinterpret_cast<const uint4*>(b + size_t(c) * 16), f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc += f[e] * xt[c][e];
+    }
+  }
+  acc = warp_sum(acc);
+}
+
 // The same over a stage of FP8 rows (e4m3 codes, W = uint8_t): chunk c is 8
 // codes at byte c * 8 (an 8-byte shared load: a warp reads 256 contiguous
 // bytes, conflict free), dequantized to their code values; the rows' scales
