@@ -105,7 +105,8 @@ __host__ __device__ constexpr int persistent_counters(int n_layers, int units) {
 // Shapes the kernel has a configuration for (Llama 3.x 1B/3B/8B: head_dim 64
 // or 128, and dummy:tiny's 32; up to 8 query heads per kv head, hidden <= 4096,
 // inter <= 19456 (past 16384, Qwen2.5-7B's 18944, a down row spans two
-// stages); with qk_norm, head_dim 128 and up to 4 per kv head: Qwen3's). h holds the embedded token on entry and the residual
+// stages: head_dim 128, no q/k norms); with qk_norm, head_dim 128 and up to 4
+// per kv head: Qwen3's). h holds the embedded token on entry and the residual
 // stream on exit (down_proj writes h, o_proj h2).
 bool persistent_decode_supported(int hidden, int inter, int vocab, int n_heads, int n_kv_heads,
                                  int head_dim, bool qk_norm = false);

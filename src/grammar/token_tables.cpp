@@ -33,7 +33,8 @@ TrieWalk::Verdict TrieWalk::next(const std::string& t, size_t lcp, Parser& parse
 }
 
 TokenTables::TokenTables(std::shared_ptr<const Grammar> grammar,
-                         std::shared_ptr<const TokenVocab> vocab, Build build)
+                         std::shared_ptr<const TokenVocab> vocab, Build build,
+                         std::chrono::steady_clock::time_point deadline)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   HAYATE_CHECK(grammar_ && vocab_, "grammar: no grammar or vocabulary");
   const auto& el = grammar_->elements();
@@ -44,9 +45,17 @@ TokenTables::TokenTables(std::shared_ptr<const Grammar> grammar,
     tables_.emplace_back();
   }
   built_ = std::make_unique<std::once_flag[]>(tables_.size());
-  if (build == Build::kEager)
-    for (uint32_t p = 0; p < el.size(); ++p)
-      if (table_of_[p] >= 0) table(p);
+  if (build == Build::kEager) {
+    size_t built = 0;
+    for (uint32_t p = 0; p < el.size(); ++p) {
+      if (table_of_[p] < 0) continue;
+      HAYATE_CHECK(std::chrono::steady_clock::now() < deadline,
+                   "grammar: over the compile time limit (token tables of ", built, " of ",
+                   tables_.size(), " positions built)");
+      table(p);
+      ++built;
+    }
+  }
 }
 
 const TokenTables::Table& TokenTables::table(uint32_t pos) const {

@@ -8,6 +8,7 @@
 // statically, so most tokens are decided at compile time.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -52,8 +53,12 @@ class TokenTables {
   // per grammar); kLazy builds each on its first use by a mask (thread-safe),
   // which is cheaper when a generation visits few of the positions.
   enum class Build { kEager, kLazy };
+  // deadline (kEager): building past it throws an Error saying how far it
+  // got, so a grammar whose tables would take too long is refused instead of
+  // holding its caller (the server's compile time limit).
   TokenTables(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab,
-              Build build = Build::kEager);
+              Build build = Build::kEager,
+              std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
   const Grammar& grammar() const { return *grammar_; }
   const TokenVocab& vocab() const { return *vocab_; }

@@ -366,18 +366,12 @@ struct StreamWriter {
   std::vector<int64_t> offset;
   std::vector<bool> sent_prompt_ids;  // completions with return_token_ids, per choice
   // --reasoning-parser on a chat: each choice's deltas split into
-  // reasoning_content and content (not with tools: their stream, tool_event,
-  // sends the text as it parses it).
+  // reasoning_content and content (with tools, the content then goes through
+  // the tool parser).
   bool reasoning = false;
   std::vector<ReasoningSplitter> splitters;
-  // Chat with tools, per choice: the text so far, how much of it went out as
-  // content, and whether a named call's first delta (id, name) went out.
-  struct ToolStream {
-    std::string text;
-    size_t sent = 0;
-    bool named_open = false;
-  };
-  std::vector<ToolStream> tool_streams;
+  // Chat with tools: each choice's tool parser.
+  std::vector<std::unique_ptr<ToolStreamParser>> tool_parsers;
   ToolParser parser = ToolParser::kNone;
 
   json chunk_base() const {
@@ -437,28 +431,6 @@ struct StreamWriter {
     return out;
   }
 
-  // Where text that may be a tool call begins (auto): Llama 3 JSON calls
-  // open the output; Hermes calls start at <tool_call> (a partial tag at the
-  // end is held too).
-  static size_t hold_from(const std::string& text, ToolParser parser) {
-    if (parser == ToolParser::kLlama3Json) {
-      const size_t a = text.find_first_not_of(" \t\r\n");
-      if (a == std::string::npos) return 0;
-      const std::string_view rest = std::string_view(text).substr(a);
-      constexpr std::string_view kTag = "<|python_tag|>";
-      const bool call = rest[0] == '{' || kTag.substr(0, std::min(kTag.size(), rest.size())) ==
-                                              rest.substr(0, std::min(kTag.size(), rest.size()));
-      return call ? 0 : text.size();
-    }
-    if (parser != ToolParser::kHermes) return text.size();
-    constexpr std::string_view kOpen = "<tool_call>";
-    if (const size_t at = text.find(kOpen); at != std::string::npos) return at;
-    for (size_t n = std::min(kOpen.size() - 1, text.size()); n > 0; --n)
-      if (std::string_view(text).substr(text.size() - n) == kOpen.substr(0, n))
-        return text.size() - n;
-    return text.size();
-  }
-
   std::string delta_chunk(int index, json delta, std::optional<std::string> finish) const {
     json c = {{"index", index}, {"logprobs", nullptr}, {"delta", std::move(delta)}};
     c["finish_reason"] = finish ? json(*finish) : json(nullptr);
@@ -467,62 +439,58 @@ struct StreamWriter {
     return sse(j);
   }
 
-  // Chat with tools, as vLLM streams them: a named call's arguments as they
-  // come (the first delta with its id and name); required and auto hold back
-  // what may be a call and send each parsed call at the end as two deltas
-  // (id and name, then the arguments); text that is no call is content.
+  // Chat with tools, as vLLM streams them (tools.h): content as it comes,
+  // each call's first delta with its index, id and name (arguments ""),
+  // then its arguments in pieces as they are generated; the thinking first
+  // as reasoning_content with --reasoning-parser.
   std::string tool_event(int index, const EngineEvent& e) {
-    const ToolRequest& t = *call->req.tools;
-    tool_streams.resize(call->choices.size());
-    ToolStream& ts = tool_streams[size_t(index)];
-    ts.text += e.text;
+    tool_parsers.resize(call->choices.size());
+    std::unique_ptr<ToolStreamParser>& tp = tool_parsers[size_t(index)];
+    if (!tp) tp = std::make_unique<ToolStreamParser>(*call->req.tools, parser);
     std::string out;
-    const std::string reason(finish_reason_name(e.finish));
-    if (t.choice == ToolRequest::Choice::kNamed) {
-      if (!e.text.empty()) {
-        json d = {{"index", 0}, {"function", {{"arguments", e.text}}}};
-        if (!ts.named_open) {
-          d["id"] = tool_call_id();
-          d["type"] = "function";
-          d["function"]["name"] = t.named;
-          ts.named_open = true;
-        }
-        out += delta_chunk(index, {{"tool_calls", json::array({d})}}, std::nullopt);
+    std::string text = e.text;
+    if (reasoning) {
+      splitters.resize(call->choices.size());
+      ReasoningSplitter& sp = splitters[size_t(index)];
+      ReasoningSplitter::Parts parts = sp.push(e.text);
+      if (e.finished) {
+        ReasoningSplitter::Parts rest = sp.finish();
+        parts.reasoning += rest.reasoning;
+        parts.content += rest.content;
       }
-      if (e.finished) out += delta_chunk(index, json::object(), reason);
-      return out;
+      if (!parts.reasoning.empty())
+        out += delta_chunk(index, {{"reasoning_content", parts.reasoning}}, std::nullopt);
+      text = std::move(parts.content);
     }
-    if (t.choice == ToolRequest::Choice::kAuto) {
-      const size_t hold = hold_from(ts.text, parser);
-      if (hold > ts.sent) {
-        out += delta_chunk(index, {{"content", ts.text.substr(ts.sent, hold - ts.sent)}},
-                           std::nullopt);
-        ts.sent = hold;
+    std::vector<ToolDelta> deltas = tp->push(text);
+    if (e.finished) {
+      std::vector<ToolDelta> rest = tp->finish();
+      deltas.insert(deltas.end(), std::make_move_iterator(rest.begin()),
+                    std::make_move_iterator(rest.end()));
+    }
+    for (const ToolDelta& d : deltas) {
+      json delta;
+      if (d.kind == ToolDelta::Kind::kContent) {
+        if (d.text.empty()) continue;
+        delta = {{"content", d.text}};
+      } else if (d.kind == ToolDelta::Kind::kCallStart) {
+        delta = {{"tool_calls", json::array({{{"index", d.index},
+                                             {"id", d.id},
+                                             {"type", "function"},
+                                             {"function", {{"name", d.name}, {"arguments", ""}}}}})}};
+      } else {
+        delta = {{"tool_calls",
+                  json::array({{{"index", d.index}, {"function", {{"arguments", d.text}}}}})}};
       }
+      out += delta_chunk(index, std::move(delta), std::nullopt);
     }
-    if (!e.finished) return out;
-    const ParsedOutput p = parse_tool_output(ts.text, t, parser);
-    const std::string rest =
-        p.calls.empty() ? ts.text.substr(std::min(ts.sent, ts.text.size()))
-        : p.content && p.content->size() > ts.sent ? p.content->substr(ts.sent)
-                                                   : std::string();
-    if (!rest.empty()) out += delta_chunk(index, {{"content", rest}}, std::nullopt);
-    for (size_t k = 0; k < p.calls.size(); ++k) {
-      const ToolCall& c = p.calls[k];
-      out += delta_chunk(index,
-                         {{"tool_calls", json::array({{{"index", k},
-                                                       {"id", c.id},
-                                                       {"type", "function"},
-                                                       {"function", {{"name", c.name},
-                                                                     {"arguments", ""}}}}})}},
-                         std::nullopt);
-      out += delta_chunk(
-          index,
-          {{"tool_calls", json::array({{{"index", k}, {"function", {{"arguments", c.arguments}}}}})}},
-          std::nullopt);
+    if (e.finished) {
+      // vLLM's: "tool_calls" unless the call was forced by name.
+      const bool calls = tp->calls() > 0 && e.finish == FinishReason::kStop &&
+                         call->req.tools->choice != ToolRequest::Choice::kNamed;
+      out += delta_chunk(index, json::object(),
+                         calls ? std::string("tool_calls") : std::string(finish_reason_name(e.finish)));
     }
-    const bool calls = !p.calls.empty() && e.finish == FinishReason::kStop;
-    out += delta_chunk(index, json::object(), calls ? std::string("tool_calls") : reason);
     return out;
   }
 

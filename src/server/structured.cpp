@@ -1,5 +1,8 @@
 #include "server/structured.h"
 
+#include <chrono>
+#include <string_view>
+
 #include "core/check.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
@@ -226,6 +229,7 @@ std::shared_ptr<const grammar::TokenTables> compile_structured(
     throw bad_request(cat("'", spec.param, "': ", spec.choices.size(), " choices, more than ",
                           lim.max_choices),
                       spec.param);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(lim.max_compile_ms);
   std::shared_ptr<const grammar::Grammar> g;
   try {
     switch (spec.kind) {
@@ -246,11 +250,14 @@ std::shared_ptr<const grammar::TokenTables> compile_structured(
         g = std::make_shared<const grammar::Grammar>(grammar::compile_ebnf(spec.text, gl));
         break;
     }
+    return std::make_shared<const grammar::TokenTables>(std::move(g), vocab,
+                                                        grammar::TokenTables::Build::kEager, deadline);
   } catch (const Error& e) {
-    throw bad_request(cat("'", spec.param, "': ", e.what()), spec.param);
+    const bool late = std::string_view(e.what()).find("compile time limit") != std::string_view::npos;
+    throw bad_request(cat("'", spec.param, "': ", e.what(),
+                          late ? cat(" (the compile time limit is ", lim.max_compile_ms, " ms)") : ""),
+                      spec.param);
   }
-  return std::make_shared<const grammar::TokenTables>(std::move(g), vocab,
-                                                      grammar::TokenTables::Build::kEager);
 }
 
 std::shared_ptr<const grammar::TokenTables> GrammarCache::get(

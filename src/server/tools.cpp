@@ -1,5 +1,6 @@
 #include "server/tools.h"
 
+#include <algorithm>
 #include <random>
 #include <cctype>
 
@@ -20,108 +21,24 @@ bool valid_name(const std::string& n) {
   return true;
 }
 
-// The ends of the top-level JSON values in `s` from `at` (objects and
-// arrays, strings inside them skipped); npos when one is unterminated.
-size_t value_end(const std::string& s, size_t at) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = at; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    if (c == '{' || c == '[') ++depth;
-    if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
-      if (depth < 0) return std::string::npos;
-    }
-  }
-  return std::string::npos;
+bool is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-// {"name": ..., "parameters"|"arguments": {...}} as a call; false otherwise.
-bool call_of(const json& j, ToolCall& out) {
-  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
-  const json* args = field(j, "parameters");
-  if (!args) args = field(j, "arguments");
-  if (args && args->is_string()) {  // some models write the arguments as JSON text
-    json parsed = json::parse(args->get<std::string>(), nullptr, false);
-    if (parsed.is_discarded() || !parsed.is_object()) return false;
-    out.arguments = parsed.dump();
-  } else if (args && args->is_object()) {
-    out.arguments = args->dump();
-  } else if (!args) {
-    out.arguments = "{}";
-  } else {
-    return false;
-  }
-  out.name = j["name"].get<std::string>();
-  out.id = tool_call_id();
-  return true;
+// Whether `rest` (not empty) is a proper prefix of `tag`.
+bool partial_of(std::string_view rest, std::string_view tag) {
+  return rest.size() < tag.size() && tag.substr(0, rest.size()) == rest;
 }
 
-std::string trim(std::string_view s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string_view::npos) return {};
-  const size_t b = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(a, b - a + 1));
+// Length of the longest suffix of s that is a proper prefix of tag.
+size_t partial_tag(std::string_view s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
+  return 0;
 }
 
-// Llama 3.x: optional <|python_tag|>, then JSON objects separated by ';'.
-bool parse_llama3(const std::string& text, std::vector<ToolCall>& calls) {
-  std::string s = trim(text);
-  constexpr std::string_view kTag = "<|python_tag|>";
-  if (s.rfind(kTag, 0) == 0) s = trim(std::string_view(s).substr(kTag.size()));
-  if (s.empty() || s[0] != '{') return false;
-  size_t at = 0;
-  while (at < s.size()) {
-    const size_t end = value_end(s, at);
-    if (end == std::string::npos) return false;
-    json j = json::parse(s.substr(at, end - at), nullptr, false);
-    ToolCall c;
-    if (j.is_discarded() || !call_of(j, c)) return false;
-    calls.push_back(std::move(c));
-    at = s.find_first_not_of(" \t\r\n;", end);
-    if (at == std::string::npos) break;
-    if (s[at] != '{') return false;
-  }
-  return !calls.empty();
-}
-
-// Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call> blocks
-// (the last may be cut at the end of the output); the text before the first
-// is content.
-bool parse_hermes(const std::string& text, std::vector<ToolCall>& calls,
-                  std::optional<std::string>& content) {
-  constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
-  const size_t first = text.find(kOpen);
-  if (first == std::string::npos) return false;
-  size_t at = first;
-  while (at != std::string::npos) {
-    const size_t from = at + kOpen.size();
-    const size_t close = text.find(kClose, from);
-    const std::string body =
-        trim(std::string_view(text).substr(from, close == std::string::npos ? std::string::npos
-                                                                             : close - from));
-    json j = json::parse(body, nullptr, false);
-    ToolCall c;
-    if (j.is_discarded() || !call_of(j, c)) return false;
-    calls.push_back(std::move(c));
-    if (close == std::string::npos) break;
-    at = text.find(kOpen, close + kClose.size());
-  }
-  const std::string before = text.substr(0, first);
-  if (trim(before).empty())
-    content.reset();
-  else
-    content = before;
-  return true;
-}
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
 
 }  // namespace
 
@@ -232,37 +149,377 @@ std::optional<StructuredSpec> tool_grammar(const ToolRequest& t) {
 
 ParsedOutput parse_tool_output(const std::string& text, const ToolRequest& t, ToolParser parser) {
   ParsedOutput out;
-  if (t.choice == ToolRequest::Choice::kNamed) {
-    out.calls.push_back({tool_call_id(), t.named, text});
-    return out;
-  }
-  if (t.choice == ToolRequest::Choice::kRequired) {
-    json j = json::parse(text, nullptr, false);
-    bool ok = j.is_array() && !j.empty();
-    std::vector<ToolCall> calls;
-    for (size_t i = 0; ok && i < j.size(); ++i) {
-      ToolCall c;
-      ok = call_of(j[i], c);
-      calls.push_back(std::move(c));
-    }
-    if (ok)
-      out.calls = std::move(calls);
-    else
-      out.content = text;  // cut by max_tokens: what there is, as text
-    return out;
-  }
-  std::vector<ToolCall> calls;
-  std::optional<std::string> content;
-  const bool ok = parser == ToolParser::kLlama3Json ? parse_llama3(text, calls)
-                  : parser == ToolParser::kHermes   ? parse_hermes(text, calls, content)
-                                                    : false;
-  if (!ok) {
+  ToolStreamParser p(t, parser);
+  std::vector<ToolDelta> d = p.push(text);
+  std::vector<ToolDelta> rest = p.finish();
+  d.insert(d.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+  if (p.fell_back()) {  // not (all) well-formed calls: the whole text as content
     out.content = text;
     return out;
   }
-  out.calls = std::move(calls);
-  out.content = std::move(content);
+  std::string content;
+  for (ToolDelta& x : d) {
+    if (x.kind == ToolDelta::Kind::kContent) {
+      content += x.text;
+    } else if (x.kind == ToolDelta::Kind::kCallStart) {
+      out.calls.push_back({std::move(x.id), std::move(x.name), ""});
+    } else {
+      out.calls[size_t(x.index)].arguments += x.text;
+    }
+  }
+  if (!out.calls.empty() && content.empty())
+    out.content.reset();
+  else
+    out.content = std::move(content);
   return out;
+}
+
+ToolStreamParser::ToolStreamParser(const ToolRequest& t, ToolParser parser) {
+  if (t.choice == ToolRequest::Choice::kNamed) {
+    mode_ = Mode::kNamed;
+    named_ = t.named;
+  } else if (t.choice == ToolRequest::Choice::kRequired) {
+    mode_ = Mode::kRequired;
+  } else {
+    mode_ = parser == ToolParser::kLlama3Json ? Mode::kLlama3
+            : parser == ToolParser::kHermes   ? Mode::kHermes
+                                              : Mode::kContent;
+  }
+  if (mode_ == Mode::kHermes) phase_ = Phase::kContent;
+  if (mode_ == Mode::kContent) phase_ = Phase::kPassThrough;
+}
+
+std::vector<ToolDelta> ToolStreamParser::push(std::string_view text) {
+  std::vector<ToolDelta> out;
+  if (mode_ == Mode::kNamed) {
+    if (text.empty()) return out;
+    if (!header_) {
+      header_ = true;
+      calls_ = 1;
+      out.push_back({ToolDelta::Kind::kCallStart, 0, "", tool_call_id(), named_});
+    }
+    out.push_back({ToolDelta::Kind::kArguments, 0, std::string(text), "", ""});
+    return out;
+  }
+  buf_ += text;
+  run(false, out);
+  return out;
+}
+
+std::vector<ToolDelta> ToolStreamParser::finish() {
+  std::vector<ToolDelta> out;
+  if (mode_ == Mode::kNamed) {
+    if (!header_) {  // an empty output: the call, with empty arguments
+      header_ = true;
+      calls_ = 1;
+      out.push_back({ToolDelta::Kind::kCallStart, 0, "", tool_call_id(), named_});
+    }
+    return out;
+  }
+  run(true, out);
+  switch (phase_) {
+    case Phase::kStart:  // Llama 3: only whitespace or a part of <|python_tag|>
+      if (mode_ == Mode::kRequired)
+        malformed(out);
+      else
+        content(unsent_, buf_.size(), out);
+      break;
+    case Phase::kBeforeCall:  // after <tool_call> or <|python_tag|>, or required's array unclosed
+      if (mode_ != Mode::kLlama3 || calls_ == 0) malformed(out);
+      break;
+    case Phase::kCall:  // cut inside a call
+      malformed(out);
+      break;
+    default:  // kAfterCall: Hermes' last call may lack its </tool_call>
+      break;
+  }
+  return out;
+}
+
+void ToolStreamParser::content(size_t from, size_t to, std::vector<ToolDelta>& out) {
+  if (to <= from) return;
+  if (!out.empty() && out.back().kind == ToolDelta::Kind::kContent)
+    out.back().text.append(buf_, from, to - from);
+  else
+    out.push_back({ToolDelta::Kind::kContent, 0, buf_.substr(from, to - from), "", ""});
+  unsent_ = std::max(unsent_, to);
+}
+
+void ToolStreamParser::malformed(std::vector<ToolDelta>& out) {
+  fell_back_ = true;
+  phase_ = Phase::kPassThrough;
+  content(unsent_, buf_.size(), out);
+  pos_ = buf_.size();
+}
+
+void ToolStreamParser::flush_args(std::vector<ToolDelta>& out) {
+  if (!header_ || !args_obj_) return;
+  const size_t end = args_done_ ? args_end_ : pos_;
+  if (end <= args_sent_) return;
+  out.push_back({ToolDelta::Kind::kArguments, calls_ - 1, buf_.substr(args_sent_, end - args_sent_), "", ""});
+  args_sent_ = end;
+  unsent_ = std::max(unsent_, end);
+}
+
+void ToolStreamParser::run(bool at_end, std::vector<ToolDelta>& out) {
+  while (pos_ < buf_.size() || (at_end && phase_ == Phase::kContent && unsent_ < buf_.size())) {
+    const size_t n = buf_.size();
+    switch (phase_) {
+      case Phase::kPassThrough:
+        content(unsent_, n, out);
+        pos_ = n;
+        return;
+      case Phase::kStart: {
+        while (pos_ < n && is_ws(buf_[pos_])) ++pos_;
+        if (pos_ == n) return;
+        const std::string_view rest = std::string_view(buf_).substr(pos_);
+        if (mode_ == Mode::kRequired) {
+          if (buf_[pos_] != '[') return malformed(out);
+          ++pos_;
+          phase_ = Phase::kBeforeCall;
+          need_item_ = true;
+        } else if (rest.substr(0, kPythonTag.size()) == kPythonTag) {
+          pos_ += kPythonTag.size();
+          phase_ = Phase::kBeforeCall;
+        } else if (partial_of(rest, kPythonTag)) {
+          if (!at_end) return;
+          phase_ = Phase::kPassThrough;
+        } else if (buf_[pos_] == '{') {
+          phase_ = Phase::kBeforeCall;
+        } else {
+          phase_ = Phase::kPassThrough;  // no call: the whole output is content
+        }
+        break;
+      }
+      case Phase::kContent: {  // Hermes, outside <tool_call> blocks
+        const size_t at = buf_.find(kOpen, pos_);
+        const size_t limit = at != std::string::npos ? at
+                             : at_end                ? n
+                                                     : n - partial_tag(buf_, kOpen);
+        if (!seg_text_)
+          for (size_t i = unsent_; i < limit && !seg_text_; ++i) seg_text_ = !is_ws(buf_[i]);
+        // Whitespace alone next to a call is no content; with no call it is.
+        if (seg_text_ || (at_end && at == std::string::npos && calls_ == 0))
+          content(unsent_, limit, out);
+        if (at == std::string::npos) {
+          pos_ = at_end ? n : limit;
+          if (at_end) {
+            unsent_ = n;
+            return;
+          }
+          if (pos_ == n || limit < n) return;
+          break;
+        }
+        pos_ = at + kOpen.size();
+        phase_ = Phase::kBeforeCall;
+        break;
+      }
+      case Phase::kBeforeCall: {
+        while (pos_ < n && (is_ws(buf_[pos_]) || (mode_ == Mode::kLlama3 && buf_[pos_] == ';'))) ++pos_;
+        if (pos_ == n) return;
+        const char c = buf_[pos_];
+        if (mode_ == Mode::kRequired && !need_item_) {
+          if (c == ',') {
+            need_item_ = true;
+            ++pos_;
+            break;
+          }
+          if (c == ']') {
+            ++pos_;
+            unsent_ = pos_;
+            phase_ = Phase::kDone;
+            break;
+          }
+          return malformed(out);
+        }
+        if (c != '{') return malformed(out);
+        ++pos_;
+        phase_ = Phase::kCall;
+        sub_ = Sub::kKeyFirst;
+        has_name_ = header_ = args_seen_ = args_obj_ = args_done_ = false;
+        name_.clear();
+        args_text_.reset();
+        break;
+      }
+      case Phase::kCall:
+        call_byte(out);
+        if (phase_ == Phase::kCall && pos_ == buf_.size()) flush_args(out);
+        break;
+      case Phase::kAfterCall: {  // Hermes: </tool_call>
+        while (pos_ < n && is_ws(buf_[pos_])) ++pos_;
+        if (pos_ == n) return;
+        const std::string_view rest = std::string_view(buf_).substr(pos_);
+        if (rest.substr(0, kClose.size()) == kClose) {
+          pos_ += kClose.size();
+          unsent_ = pos_;
+          phase_ = Phase::kContent;
+          seg_text_ = false;
+        } else if (partial_of(rest, kClose)) {
+          return;  // at the end: a cut closing tag, nothing lost
+        } else {
+          return malformed(out);
+        }
+        break;
+      }
+      case Phase::kDone:  // required: after the array
+        while (pos_ < n && is_ws(buf_[pos_])) ++pos_;
+        if (pos_ < n) return malformed(out);
+        unsent_ = n;
+        return;
+    }
+  }
+}
+
+// One step of reading a call object's top level ({"name": ..., "parameters"
+// or "arguments": ..., others skipped}); values are scanned by depth and
+// string state and checked as JSON when they end.
+void ToolStreamParser::call_byte(std::vector<ToolDelta>& out) {
+  const char c = buf_[pos_];
+  switch (sub_) {
+    case Sub::kKeyFirst:
+    case Sub::kKeyNext:
+      if (is_ws(c)) {
+        ++pos_;
+      } else if (c == '"') {
+        tok_start_ = pos_++;
+        esc_ = false;
+        sub_ = Sub::kKey;
+      } else if (c == '}' && sub_ == Sub::kKeyFirst) {
+        ++pos_;
+        object_end(out);
+      } else {
+        malformed(out);
+      }
+      return;
+    case Sub::kKey: {
+      ++pos_;
+      if (esc_) {
+        esc_ = false;
+      } else if (c == '\\') {
+        esc_ = true;
+      } else if (c == '"') {
+        json k = json::parse(std::string_view(buf_).substr(tok_start_, pos_ - tok_start_), nullptr, false);
+        if (k.is_discarded() || !k.is_string()) return malformed(out);
+        const std::string& s = k.get_ref<const std::string&>();
+        key_ = s == "name" ? Key::kName
+               : (s == "parameters" || s == "arguments") && !args_seen_ ? Key::kArgs
+                                                                         : Key::kOther;
+        sub_ = Sub::kColon;
+      }
+      return;
+    }
+    case Sub::kColon:
+      if (is_ws(c)) {
+        ++pos_;
+      } else if (c == ':') {
+        ++pos_;
+        sub_ = Sub::kValueStart;
+      } else {
+        malformed(out);
+      }
+      return;
+    case Sub::kValueStart:
+      if (is_ws(c)) {
+        ++pos_;
+        return;
+      }
+      if (key_ == Key::kName && (c != '"' || has_name_)) return malformed(out);
+      tok_start_ = pos_++;
+      in_str_ = c == '"';
+      esc_ = false;
+      depth_ = c == '{' || c == '[' ? 1 : 0;
+      scalar_ = !in_str_ && depth_ == 0;
+      if (key_ == Key::kArgs) {
+        args_seen_ = true;
+        args_obj_ = c == '{';
+        args_sent_ = tok_start_;
+      }
+      sub_ = Sub::kValue;
+      return;
+    case Sub::kValue:
+      if (scalar_) {
+        if (is_ws(c) || c == ',' || c == '}' || c == ']') return value_end(pos_, out);
+        ++pos_;
+        return;
+      }
+      ++pos_;
+      if (in_str_) {
+        if (esc_)
+          esc_ = false;
+        else if (c == '\\')
+          esc_ = true;
+        else if (c == '"')
+          in_str_ = false;
+        if (!in_str_ && depth_ == 0) value_end(pos_, out);
+        return;
+      }
+      if (c == '"') {
+        in_str_ = true;
+      } else if (c == '{' || c == '[') {
+        ++depth_;
+      } else if (c == '}' || c == ']') {
+        if (--depth_ == 0) value_end(pos_, out);
+      }
+      return;
+    case Sub::kComma:
+      if (is_ws(c)) {
+        ++pos_;
+      } else if (c == ',') {
+        ++pos_;
+        sub_ = Sub::kKeyNext;
+      } else if (c == '}') {
+        ++pos_;
+        object_end(out);
+      } else {
+        malformed(out);
+      }
+      return;
+  }
+}
+
+void ToolStreamParser::value_end(size_t end, std::vector<ToolDelta>& out) {
+  const std::string_view raw = std::string_view(buf_).substr(tok_start_, end - tok_start_);
+  json v = json::parse(raw, nullptr, false);
+  if (v.is_discarded()) return malformed(out);
+  sub_ = Sub::kComma;
+  if (key_ == Key::kName) {
+    name_ = v.get<std::string>();
+    has_name_ = header_ = true;
+    out.push_back({ToolDelta::Kind::kCallStart, calls_, "", tool_call_id(), name_});
+    ++calls_;
+    unsent_ = std::max(unsent_, end);
+    flush_args(out);  // arguments written before the name go out now
+    return;
+  }
+  if (key_ != Key::kArgs) return;
+  if (v.is_object()) {
+    args_end_ = end;
+    args_done_ = true;
+    flush_args(out);
+  } else if (v.is_string()) {  // some models write the arguments as JSON text
+    json inner = json::parse(v.get<std::string>(), nullptr, false);
+    if (inner.is_discarded() || !inner.is_object()) return malformed(out);
+    args_text_ = v.get<std::string>();
+  } else if (v.is_null()) {
+    args_seen_ = false;  // as absent
+  } else {
+    malformed(out);
+  }
+}
+
+void ToolStreamParser::object_end(std::vector<ToolDelta>& out) {
+  if (!has_name_) return malformed(out);
+  if (args_text_)
+    out.push_back({ToolDelta::Kind::kArguments, calls_ - 1, *args_text_, "", ""});
+  else if (!args_seen_)
+    out.push_back({ToolDelta::Kind::kArguments, calls_ - 1, "{}", "", ""});
+  unsent_ = pos_;
+  if (mode_ == Mode::kHermes) {
+    phase_ = Phase::kAfterCall;
+  } else {
+    phase_ = Phase::kBeforeCall;
+    need_item_ = false;
+  }
 }
 
 std::string tool_call_id() {

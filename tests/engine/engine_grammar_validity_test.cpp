@@ -42,10 +42,15 @@ bool pcre2_full_match(const std::string& pattern, const std::string& subject) {
   pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                  PCRE2_UTF, &err, &off, nullptr);
   if (!re) return false;
+  // Match and depth limits: a pattern PCRE2 backtracks on fails, never hangs.
+  pcre2_match_context* ctx = pcre2_match_context_create(nullptr);
+  pcre2_set_match_limit(ctx, 10'000'000);
+  pcre2_set_depth_limit(ctx, 100'000);
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
   const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), 0,
-                             PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, nullptr);
+                             PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, ctx);
   pcre2_match_data_free(md);
+  pcre2_match_context_free(ctx);
   pcre2_code_free(re);
   return rc >= 0;
 }

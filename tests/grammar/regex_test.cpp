@@ -12,7 +12,9 @@ namespace {
 
 using namespace hayate::grammar;
 
-// Full match under PCRE2 with UTF (ASCII \d \w \s, as our subset).
+// Full match under PCRE2 with UTF (ASCII \d \w \s, as our subset), under
+// match and depth limits: a pattern that makes PCRE2 backtrack past them
+// fails the test instead of hanging it.
 bool pcre2_full_match(const std::string& pattern, const std::string& subject) {
   int err;
   PCRE2_SIZE off;
@@ -22,11 +24,17 @@ bool pcre2_full_match(const std::string& pattern, const std::string& subject) {
     ADD_FAILURE() << "PCRE2 cannot compile " << pattern;
     return false;
   }
+  pcre2_match_context* ctx = pcre2_match_context_create(nullptr);
+  pcre2_set_match_limit(ctx, 10'000'000);
+  pcre2_set_depth_limit(ctx, 100'000);
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
   const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), 0,
-                             PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, nullptr);
+                             PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, ctx);
   pcre2_match_data_free(md);
+  pcre2_match_context_free(ctx);
   pcre2_code_free(re);
+  if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT)
+    ADD_FAILURE() << "PCRE2 hit its limits on " << pattern << " with " << subject;
   return rc >= 0;
 }
 
@@ -66,6 +74,39 @@ TEST(GrammarRegex, RandomWalksMatchUnderPcre2) {
       if (w.finished) {
         EXPECT_TRUE(pcre2_full_match(c.pcre ? c.pcre : c.pattern, w.text)) << c.pattern << " produced " << w.text;
       }
+    }
+  }
+}
+
+// Patterns that are catastrophic for backtracking engines are ordinary
+// grammars: with the server's limits and Llama 3's 128k vocabulary they
+// compile, a walk's masks are ordinary work, and what it finishes matches
+// under PCRE2 (with match limits); (a{1000}){1000} is refused by the
+// position limit before anything is built. tests/server/tools_test.cpp
+// times compiles and masks and checks the 400s.
+TEST(GrammarRegex, CatastrophicPatternsAreOrdinaryGrammars) {
+  Limits server;  // src/server/structured.h's StructuredLimits
+  server.max_depth = 64;
+  server.max_repeat = 4096;
+  server.max_elements = 16384;
+  server.max_rules = 8192;
+  for (const char* p : {"(a+)+b", "(a|aa)*c", "(.*a){20}", "(x+x+)+y"}) {
+    auto t = tables_for(compile_regex(p, server));  // lazy: a walk builds what it visits
+    const Walk w = random_walk(t, 1, 24, 0.5);
+    if (w.finished) {
+      EXPECT_TRUE(pcre2_full_match(p, w.text)) << p << " produced " << w.text;
+    }
+    // The input that makes a backtracking engine explode is linear work.
+    GrammarMatcher m(t);
+    m.accept_bytes(std::string(5000, 'a'));
+    m.accept_bytes("!");
+  }
+  for (const char* p : {"(a{1000}){1000}", "((a{100}){100}){100}"}) {
+    try {
+      compile_regex(p, server);
+      ADD_FAILURE() << p << " compiled";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("positions"), std::string::npos) << e.what();
     }
   }
 }

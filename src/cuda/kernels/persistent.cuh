@@ -488,7 +488,8 @@ __device__ __forceinline__ int persist_splits(int keys, int units) {
 struct PersistItem {
   int unit, kvh, q0, nq, start, end;
   __device__ PersistItem(int item, int keys, int n_heads, int n_kv_heads) {
-    const int group = n_heads / n_kv_heads, nsub = persistent_attn_units(n_heads, n_kv_heads) / n_kv_heads;
+    const int group = n_heads / n_kv_heads;
+    const int nsub = persistent_attn_units(n_heads, n_kv_heads) / n_kv_heads;
     const int units = n_kv_heads * nsub, per_unit = (group + nsub - 1) / nsub;
     const int nsplit = persist_splits(keys, units), per = (keys + nsplit - 1) / nsplit;
     unit = item % units;
