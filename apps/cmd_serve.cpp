@@ -5,6 +5,7 @@
 // rest, and exit 0.
 #include <pthread.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -43,7 +44,8 @@ struct ServeArgs {
   int max_n = 16;
   double gpu_memory_fraction = 0.9;
   bool enable_prefix_caching = true;
-  std::string chat_template;             // a file, or the template itself
+  std::string chat_template;             // a file, a template name, or the template itself
+  bool trust_request_chat_template = false;
   std::string reasoning_parser;          // "" or qwen3 (server/reasoning.h)
   std::string generation_config = "auto";  // auto | vllm | a folder
   std::string log_level = "info";
@@ -56,9 +58,10 @@ struct ServeArgs {
   std::string tool_call_parser;
 };
 
-// vLLM's --chat-template: a file, else the template text itself when it
-// reads as one (holds "{{" or "{%").
-std::string read_chat_template(const std::string& given) {
+// vLLM's --chat-template: a file, else one of the model's named templates
+// (HF's chat_template argument: "tool_use", ...), else the template text
+// itself when it reads as one (holds "{{" or "{%").
+std::string read_chat_template(const std::string& given, const Tokenizer& tok) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(given, ec)) {
     std::ifstream in(given, std::ios::binary);
@@ -67,8 +70,13 @@ std::string read_chat_template(const std::string& given) {
     HAYATE_CHECK(in.good() || in.eof(), "--chat-template: cannot read ", given);
     return ss.str();
   }
+  const std::vector<std::string> names = tok.chat_template_names();
+  if (std::find(names.begin(), names.end(), given) != names.end()) return given;
+  std::string known;
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
   HAYATE_CHECK(given.find("{{") != std::string::npos || given.find("{%") != std::string::npos,
-               "--chat-template: '", given, "' is neither a file nor a Jinja template");
+               "--chat-template: '", given, "' is neither a file nor a Jinja template",
+               names.empty() ? std::string() : cat(" nor one of the model's templates (", known, ")"));
   return given;
 }
 
@@ -134,10 +142,12 @@ int run_serve(const ServeArgs& a) {
                "--dtype float32: the cuda backend runs float16 or bfloat16");
   Tokenizer tokenizer =
       Tokenizer::load(a.model.tokenizer.empty() ? model.tokenizer_dir : a.model.tokenizer);
+  std::string chat_template;  // HF's chat_template argument for every request
   if (!a.chat_template.empty()) {
-    tokenizer.set_chat_template(read_chat_template(a.chat_template));
+    chat_template = read_chat_template(a.chat_template, tokenizer);
     try {
-      (void)tokenizer.apply_chat_template({{"user", "hello"}}, true);
+      (void)tokenizer.apply_chat_template_json(R"([{"role": "user", "content": "hello"}])", true,
+                                               "", chat_template);
     } catch (const Error& e) {
       fail(cat("--chat-template: ", e.what()));
     }
@@ -168,6 +178,8 @@ int run_serve(const ServeArgs& a) {
   so.head_timeout_s = a.head_timeout_s;
   so.request_timeout_s = a.request_timeout_s;
   so.limits.max_n = a.max_n;
+  so.limits.chat_template = chat_template;
+  so.limits.trust_request_chat_template = a.trust_request_chat_template;
   so.allowed_origins = origins;
   if (a.seed_given) so.seed = a.model.seed;
   so.reasoning_parser = a.reasoning_parser;
@@ -274,7 +286,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", args->enable_prefix_caching,
                 "reuse the KV blocks of prompt prefixes earlier requests computed (default on)");
   cmd->add_option("--chat-template", args->chat_template,
-                  "chat template: a Jinja file, or the template itself (default: the model's)");
+                  "chat template: a Jinja file, the name of one of the model's templates "
+                  "(tool_use, ...), or the template itself (default: the model's; tool_use "
+                  "for requests with tools when the model names one)");
+  cmd->add_flag("--trust-request-chat-template", args->trust_request_chat_template,
+                "accept a chat_template in requests (vLLM's flag; refused with a 400 "
+                "otherwise)");
   cmd->add_option("--reasoning-parser", args->reasoning_parser,
                   "split <think>...</think> out of chat answers as reasoning_content (vLLM's "
                   "flag): qwen3")

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Interleaved A/B of two hayate binaries on the GPU machine, for the figures
-# of the one-engine-path work: the article's same-prompt trial, the
+# Interleaved A/B of two or more hayate binaries on the GPU machine, for the
+# figures of the one-engine-path work: the article's same-prompt trial, the
 # 122-in/128-out request, max-load-128 and the llmib presets, and perplexity,
-# each run A, B, A, B (ROUNDS rounds), plus each binary's start-up time. JSON
-# results and logs go under $OUT; a summary table is printed last.
+# each run A, B, A, B (or A, B, C, A, B, C; ROUNDS rounds), plus each
+# binary's start-up time. JSON results and logs go under $OUT; a summary
+# table (every run, then each workload's median per binary) is printed last.
 #
 # Usage, from the repository root on the GPU machine:
-#   tools/ab_engine.sh A_BINARY B_BINARY
+#   tools/ab_engine.sh A_BINARY B_BINARY [C_BINARY ...]
+# A "binary" may be a script that sets a switch and execs hayate.
 # Environment: OUT (default out/ab), ROUNDS (default 2), MODEL (default
-#   dummy:llama-3.1-8b), STEPS (default latency,p122,maxload,llmib,ppl),
-#   POWER_LOG=1 to log power and SM clock every second (nvidia-smi dmon) to
-#   $OUT/power.log beside the runs' start times in $OUT/summary.txt.
+#   dummy:llama-3.1-8b), STEPS (default latency,p122,maxload,llmib,ppl;
+#   llmib128 runs llmib-128-b64 alone), POWER_LOG=1 to log power and SM clock
+#   every second (nvidia-smi dmon) to $OUT/power.log beside the runs' start
+#   times in $OUT/summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-A=$1
-B=$2
+BINS=("$@")
+[ ${#BINS[@]} -ge 2 ] || { echo "usage: $0 A_BINARY B_BINARY [C_BINARY ...]" >&2; exit 2; }
+LABELS=(A B C D E F)
 OUT=${OUT:-out/ab}
 ROUNDS=${ROUNDS:-2}
 MODEL=${MODEL:-dummy:llama-3.1-8b}
@@ -42,27 +46,27 @@ run() {
 }
 
 for r in $(seq 1 "$ROUNDS"); do
-  for label in A B; do
-    bin=$A
-    [ "$label" = B ] && bin=$B
+  for i in "${!BINS[@]}"; do
+    label=${LABELS[$i]}
+    bin=${BINS[$i]}
     has latency && run "$label" "$bin" "same-r$r" bench --model "$MODEL" --prompts same \
       --runs 10 --warmup 1
     has p122 && run "$label" "$bin" "p122-r$r" bench --model "$MODEL" \
       --prompts bench/prompts/p122.txt --runs 6 --max-new-tokens 128 --warmup 1
     has maxload && run "$label" "$bin" "maxload-r$r" bench --model "$MODEL" --mode throughput \
       --preset max-load-128
-    if has llmib; then
+    if has llmib || has llmib128; then
       run "$label" "$bin" "llmib128-r$r" bench --model "$MODEL" --mode throughput \
         --preset llmib-128-b64
-      run "$label" "$bin" "llmib1024-r$r" bench --model "$MODEL" --mode throughput \
-        --preset llmib-1024-b64
     fi
+    has llmib && run "$label" "$bin" "llmib1024-r$r" bench --model "$MODEL" --mode throughput \
+      --preset llmib-1024-b64
   done
 done
 if has ppl; then
-  for label in A B; do
-    bin=$A
-    [ "$label" = B ] && bin=$B
+  for i in "${!BINS[@]}"; do
+    label=${LABELS[$i]}
+    bin=${BINS[$i]}
     for backend in cuda cpu; do
       m=$MODEL
       [ "$backend" = cpu ] && m=dummy:tiny
@@ -74,15 +78,22 @@ if has ppl; then
   done
 fi
 
-# The headline of every JSON: mean request s (runs 3..N) or output tok/s.
+# The headline of every JSON: mean request s (runs 3..N) or output tok/s;
+# then per workload and binary the median over rounds.
 python3 - "$OUT/json" >>"$summary" <<'PY'
-import json, os, sys
+import json, os, re, statistics, sys
 d = sys.argv[1]
+med = {}
 for f in sorted(os.listdir(d)):
     if not f.endswith(".json") or f.startswith("ppl"):
         continue
     j = json.load(open(os.path.join(d, f)))
     s = j.get("summary", {})
+    m = re.match(r"(.+)-r\d+-(\w+)\.json$", f)
+    if m:
+        v = s.get("mean_s") if s.get("mean_s") is not None else s.get("output_tokens_per_s")
+        if v is not None:
+            med.setdefault((m.group(1), m.group(2)), []).append(v)
     if s.get("mean_s") is not None:
         st = j.get("startup", {})
         print(f"{f}: mean request {s['mean_s']:.4f} s, decode {s.get('decode_ms_per_token') or 0:.3f}"
@@ -91,5 +102,11 @@ for f in sorted(os.listdir(d)):
     else:
         print(f"{f}: output {s.get('output_tokens_per_s', 0):.0f} tok/s, total"
               f" {s.get('total_tokens_per_s', 0):.0f} tok/s, {s.get('total_s', 0):.3f} s")
+print("medians over rounds (mean request s, or output tok/s), and against A:")
+for (w, label), vs in sorted(med.items()):
+    mv = statistics.median(vs)
+    a = med.get((w, "A"))
+    rel = f" ({100 * (mv / statistics.median(a) - 1):+.2f} % vs A)" if a and label != "A" else ""
+    print(f"  {w} {label}: {mv:.4f} over {len(vs)}{rel}")
 PY
 cat "$summary"

@@ -24,8 +24,13 @@
 // GEMMs (batch_gemm.h): cuBLASLt or cublasGemmEx per shape and row count,
 // picked by a start-up timing; QKV and gate/up write T (their only readers,
 // paged_rope_kv and silu_mul, take T), o_proj and down accumulate into the
-// fp32 residual, the LM head writes fp32 logits. Switches (core/switches.h)
-// force one sampler, GEMM path or no persistent kernel for comparisons.
+// fp32 residual, the LM head writes fp32 logits. With 16-bit weights the
+// step's own kernels (RMSNorm, RoPE + KV write, attention, SiLU*mul, argmax)
+// are launched with programmatic dependent launch: each waits for its
+// predecessor at entry, so its launch and block placement overlap the
+// predecessor's tail instead of following its completion (cuBLAS's kernels
+// are launched plainly and need no wait). Switches (core/switches.h) force one
+// sampler, GEMM path or no persistent kernel for comparisons.
 #include <algorithm>
 #include <climits>
 #include <deque>
@@ -166,6 +171,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     // The persistent kernel's attention reads T pools: e4m3 ones run bucket 1
     // on the batched path (GEMVs or cuBLAS, split or one-pass attention).
     persistent_ = persistent_ && !kv8_;
+    pdl_ = !w_.fp8;  // the FP8 layers' kernels are launched plainly
     alloc_workspace();
     gemm_->tune_model(c_, w_.layers[0], w_.lm_head, max_tokens_, max_seqs_,
                       {xn_, attn_, last_, big_, h_, logits_, xq_, xs_});
@@ -557,6 +563,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   template <typename F>
   void with_kv(int l, F&& f) {
     PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
+    sh.pdl = pdl_;
     const size_t off = size_t(l) * size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
     if (kv8_) {
       sh.k_scale = k_scales_[size_t(l)];
@@ -601,7 +608,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     }
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
-      rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_);  // XN [rows, D]
+      rmsnorm(h_, L.attn_norm, rows, D, eps, xn_, s_, pdl_);  // XN [rows, D]
       if (t_out)
         (*gemm_)(L.wqkv, xn_, rows, qkvd, D, big_t, false);  // QKV [rows, qkv] T
       else
@@ -614,13 +621,13 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
         attend(p, sh, kp, vp);  // ATT [rows, qd]
       });
       matmul(L.wo, attn_, rows, D, qd, h_, 1.0f, p.mm);   // H += ATT Wo^T
-      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_);     // XN [rows, D]
+      rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_, pdl_);  // XN [rows, D]
       if (t_out) {
         (*gemm_)(L.w_gate_up, xn_, rows, 2 * I, D, big_t, false);  // GU [rows, 2I] T
-        silu_mul(big_t, rows, I, xn_, s_);                         // ACT [rows, I]
+        silu_mul(big_t, rows, I, xn_, s_, pdl_);                   // ACT [rows, I]
       } else {
         matmul(L.w_gate_up, xn_, rows, 2 * I, D, big_, 0.0f, p.mm);  // GU [rows, 2I]
-        silu_mul(big_, rows, I, xn_, s_);                            // ACT [rows, I]
+        silu_mul(big_, rows, I, xn_, s_, pdl_);                      // ACT [rows, I]
       }
       matmul(L.w_down, xn_, rows, D, I, h_, 1.0f, p.mm);  // H += ACT Wd^T
     }
@@ -666,9 +673,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   void lm_head(const StepPlan& p) {
     const int D = c_.hidden_size, V = c_.vocab_size;
     if (p.m == 0) return;
-    rmsnorm_gather(h_, p.head_rows, w_.final_norm, p.m, D, c_.rms_norm_eps, last_, s_);  // [m, D]
+    rmsnorm_gather(h_, p.head_rows, w_.final_norm, p.m, D, c_.rms_norm_eps, last_, s_,
+                   pdl_);                                          // [m, D]
     matmul(w_.lm_head, last_, p.m, V, D, logits_, 0.0f, p.mm);  // logits [m, V]
-    argmax_rows(logits_, p.m, V, d_out_, s_);                   // out [m] (greedy)
+    argmax_rows(logits_, p.m, V, d_out_, s_, pdl_);             // out [m] (greedy)
   }
 
   void matmul(const T* W, const T* x, int m, int N, int K, float* y, float beta, Matmul mm) {
@@ -1046,6 +1054,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
   SamplerPath sampler_ = SamplerPath::kAuto;
   bool persistent_ = false;  // bucket 1 may run on the persistent kernel
+  bool pdl_ = false;  // the step's own kernels with programmatic dependent launch (launch.h)
   PersistentDecode<T> persist_{};  // layers == nullptr: bucket 1 on batched GEMVs or cuBLAS
   unsigned long long* trace_ = nullptr;  // the persistent kernel's timestamps (profile_step)
   bool profile_persistent_ = false;      // profile_step(): bucket 1's forward runs eagerly

@@ -126,12 +126,15 @@ bool decode_persistent_trial(const PersistentDecode<T>& args, cudaStream_t s, bo
 
 // ---- norm.cu -----------------------------------------------------------------
 // out [n, dim] = rmsnorm(x [n, dim]) * w, fp32 math, rounded to T (GEMM input).
+// pdl: launched with programmatic dependent launch (launch.h), as the batched
+// step's own kernels are (here, in silu_mul, argmax_rows and PagedShape::pdl).
 template <typename T>
-void rmsnorm(const float* x, const T* w, int n, int dim, float eps, T* out, cudaStream_t s);
+void rmsnorm(const float* x, const T* w, int n, int dim, float eps, T* out, cudaStream_t s,
+             bool pdl = false);
 // out [n, dim] = rmsnorm(x [rows[j], dim]) * w in T: the batched backend's LM-head rows.
 template <typename T>
 void rmsnorm_gather(const float* x, const int32_t* rows, const T* w, int n, int dim, float eps,
-                    T* out, cudaStream_t s);
+                    T* out, cudaStream_t s, bool pdl = false);
 
 // ---- embed.cu ----------------------------------------------------------------
 // h [n, dim] = table [vocab, dim] rows tokens[0..n) (fp32).
@@ -165,10 +168,10 @@ void paged_rope_kv(const In* qkv, PagedShape sh, int n_tokens, const float* inv_
 // gu [n, 2 inter] (fp32: GemmEx or batched-GEMV output) -> out [n, inter] =
 // silu(gate) * up in T.
 template <typename T>
-void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s);
+void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s, bool pdl = false);
 // The same from gu [n, 2 inter] in T (the batched backend's gate/up GEMM output).
 template <typename T>
-void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s);
+void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s, bool pdl = false);
 
 // ---- quant.cu: FP8 (core/fp8.h's arithmetic; codes as uint8_t, scales fp32) --
 // Weights at load: out [rows, cols] e4m3 codes and scale [rows] of w [rows,

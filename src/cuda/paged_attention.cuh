@@ -30,6 +30,10 @@ struct PagedShape {
   int block_size;                     // tokens per KV block
   int max_blocks;                     // row stride of block_tables
   float k_scale = 1.0f, v_scale = 1.0f;  // an e4m3 pool's per-tensor scales (this layer's)
+  // Launch the kernels taking this shape (paged_rope_kv, attention) with
+  // programmatic dependent launch (launch.h): each waits for its predecessor
+  // at entry, so its launch overlaps the predecessor's tail.
+  bool pdl = false;
 };
 
 // The e4m3 pool element (--kv-cache-dtype fp8).
@@ -161,7 +165,9 @@ void paged_attention_prefill(const float* q, const KV* k_pool, const KV* v_pool,
 void paged_attention_init();
 
 // out[r] = argmax of logits [rows, vocab] row r (lowest id on ties).
-void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t s);
+// pdl: launched with programmatic dependent launch (launch.h).
+void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t s,
+                 bool pdl = false);
 
 // Grammar masks: for each b < n, the ids of logits row rows[b] whose bit in
 // masks [n, words] (bit id % 32 of word id / 32) is clear become -inf, and

@@ -168,16 +168,42 @@ J template_messages(const J& m, const std::vector<ChatMessage>& parsed) {
   return out;
 }
 
+// The request's chat_template (vLLM's: `request.chat_template or
+// self.chat_template`, then HF's get_chat_template): a template, or the name
+// of one of the model's templates. vLLM refuses it, and a chat_template in
+// chat_template_kwargs, unless the server trusts request templates; trusted,
+// the one in chat_template_kwargs is still refused (vLLM resolves the
+// template before the kwargs reach it).
+std::string requested_template(const json& body, const Limits& lim) {
+  const json* given = field(body, "chat_template");
+  const json* kwargs = field(body, "chat_template_kwargs");
+  const json* in_kwargs = kwargs && kwargs->is_object() ? field(*kwargs, "chat_template") : nullptr;
+  if ((given || in_kwargs) && !lim.trust_request_chat_template)
+    throw bad_request("Chat template is passed with request, but --trust-request-chat-template "
+                      "is not set. Refused request with untrusted chat template.",
+                      "chat_template");
+  if (in_kwargs)
+    throw bad_request("'chat_template_kwargs' may not hold 'chat_template': give the template as "
+                      "the request's 'chat_template'",
+                      "chat_template_kwargs");
+  if (!given) return lim.chat_template;
+  if (!given->is_string()) throw bad_request("'chat_template' must be a string", "chat_template");
+  const std::string& t = given->get_ref<const std::string&>();
+  return t.empty() ? lim.chat_template : t;
+}
+
 // The chat form's prompt text, as vLLM renders it (its chat completions and
 // /tokenize alike): messages, tools, chat_template_kwargs (template
 // variables such as enable_thinking; they override the others),
-// add_generation_prompt, and continue_final_message (the last message left
-// open for the model to continue; it excludes add_generation_prompt). A
-// template that fails to render is a 400 naming the error. `ordered`: the
-// same body with its objects' key order (what the template's `tojson`
-// writes), when the caller has it.
+// add_generation_prompt, continue_final_message (the last message left
+// open for the model to continue; it excludes add_generation_prompt), and
+// the template: the request's chat_template, else --chat-template, else the
+// model's (tool_use when tools are given and the model names one). A
+// template that fails to render is a 400 naming the error, within the
+// template engine's limits. `ordered`: the same body with its objects' key
+// order (what the template's `tojson` writes), when the caller has it.
 std::string render_chat(const json& body, const nlohmann::ordered_json* ordered,
-                        const Tokenizer& tok) {
+                        const Limits& lim, const Tokenizer& tok) {
   using ojson = nlohmann::ordered_json;
   const json* m = field(body, "messages");
   if (!m) throw bad_request("'messages' is required", "messages");
@@ -200,6 +226,7 @@ std::string render_chat(const json& body, const nlohmann::ordered_json* ordered,
   if (const json* v = field(body, "chat_template_kwargs"))
     if (!v->is_object())
       throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  const std::string requested = requested_template(body, lim);
   // Everything is valid: the template's values, in the client's key order when known.
   const ojson src = ordered ? *ordered : ojson::parse(body.dump());
   ojson vars = ojson::object();
@@ -212,7 +239,7 @@ std::string render_chat(const json& body, const nlohmann::ordered_json* ordered,
       return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
     };
     rendered = tok.apply_chat_template_json(dump(template_messages(src["messages"], parsed)),
-                                            add_generation_prompt, dump(vars));
+                                            add_generation_prompt, dump(vars), requested);
     if (continue_final) rendered = cut_after_final_message(rendered, parsed.back().content);
   } catch (const Error& e) {
     throw bad_request(cat("chat template: ", e.what()), "messages");
@@ -222,7 +249,7 @@ std::string render_chat(const json& body, const nlohmann::ordered_json* ordered,
 
 std::vector<int32_t> chat_prompt(const json& body, const nlohmann::ordered_json* ordered,
                                  const Limits& lim, const Tokenizer& tok) {
-  const std::string rendered = render_chat(body, ordered, tok);
+  const std::string rendered = render_chat(body, ordered, lim, tok);
   // The template writes the BOS token itself, so no special tokens are added
   // (vLLM does the same).
   return tok.encode_at_most(rendered, /*add_special_tokens=*/false, size_t(lim.max_model_len));
@@ -638,7 +665,7 @@ json handle_tokenize(const json& body, const Limits& lim, const Tokenizer& tok,
     bool add_special = false;
     if (const json* v = field(body, "add_special_tokens"))
       add_special = get_bool(*v, "add_special_tokens");
-    ids = tok.encode(render_chat(body, ordered, tok), add_special);
+    ids = tok.encode(render_chat(body, ordered, lim, tok), add_special);
   } else {
     const json* p = field(body, "prompt");
     if (!p) throw bad_request("'prompt' or 'messages' is required", "prompt");

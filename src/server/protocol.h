@@ -33,6 +33,12 @@ struct Limits {
   int max_prompts = 1024;  // prompts in one batched completions request
   int max_bad_words = 256;     // vLLM's bad_words: entries, each at most max_bad_word_len bytes
   int max_bad_word_len = 256;
+  // vLLM's --chat-template (HF's chat_template argument: one of the model's
+  // named templates, or a template; empty: the model's own choice) and
+  // --trust-request-chat-template (a request's chat_template is refused
+  // with a 400 without it).
+  std::string chat_template{};
+  bool trust_request_chat_template = false;
 };
 
 // Sampling defaults from generation_config.json, as vLLM applies them: they
@@ -122,6 +128,7 @@ std::vector<ChatMessage> parse_messages(const nlohmann::json& messages);
 
 // vLLM's /tokenize (a prompt, or its chat form: messages, tools,
 // add_generation_prompt, continue_final_message, chat_template_kwargs,
+// chat_template,
 // rendered as a chat request's) and /detokenize. `ordered`: as parse_request's.
 nlohmann::json handle_tokenize(const nlohmann::json& body, const Limits& limits,
                                const Tokenizer& tok,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
@@ -92,7 +93,10 @@ struct Tokenizer::Impl {
   std::vector<int32_t> post_prefix, post_suffix;
   int32_t vocab_size = 0;
   std::optional<int32_t> bos;
+  // The model's chat templates as transformers holds them: one unnamed
+  // template (a string), or named ones (a dict: "default", "tool_use", ...).
   std::string chat_template;
+  std::map<std::string, std::string> named_templates;
   json template_tokens = json::object();  // bos_token, eos_token, ... for templates
 
   // field(): a reference into the document (the model object is large:
@@ -240,10 +244,17 @@ struct Tokenizer::Impl {
       if (ct.is_string()) {
         chat_template = ct.get<std::string>();
       } else if (ct.is_array()) {  // [{"name": "default", "template": ...}, ...]
-        for (const json& e : ct)
-          if (e.is_object() && e.value("name", std::string()) == "default" &&
-              e.contains("template") && e["template"].is_string())
-            chat_template = e["template"].get<std::string>();
+        for (const json& e : ct) {
+          HAYATE_CHECK(e.is_object() && e.contains("name") && e["name"].is_string() &&
+                           e.contains("template") && e["template"].is_string(),
+                       "tokenizer_config.json: each entry of a chat_template list needs a string "
+                       "'name' and a string 'template'");
+          named_templates[e["name"].get<std::string>()] = e["template"].get<std::string>();
+        }
+      } else {
+        HAYATE_CHECK(ct.is_null(),
+                     "tokenizer_config.json: chat_template must be a string or a list of "
+                     "{\"name\", \"template\"} objects");
       }
     }
   }
@@ -387,10 +398,22 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   if (fs::exists(d / "tokenizer_config.json")) cfg = read_file(d / "tokenizer_config.json");
   try {
     Tokenizer t = from_json(read_file(d / "tokenizer.json"), cfg);
-    // transformers' current layout: the template in its own file, which
-    // wins over tokenizer_config.json's chat_template.
-    if (fs::exists(d / "chat_template.jinja"))
-      t.set_chat_template(read_file(d / "chat_template.jinja"));
+    // transformers' current layout: chat_template.jinja (the default) and
+    // additional_chat_templates/NAME.jinja (the named ones); when either
+    // exists, they replace tokenizer_config.json's chat_template.
+    std::map<std::string, std::string> files;
+    if (fs::is_regular_file(d / "chat_template.jinja"))
+      files["default"] = read_file(d / "chat_template.jinja");
+    if (fs::is_directory(d / "additional_chat_templates"))
+      for (const auto& e : fs::directory_iterator(d / "additional_chat_templates"))
+        if (e.is_regular_file() && e.path().extension() == ".jinja")
+          files[e.path().stem().string()] = read_file(e.path());
+    if (files.size() == 1 && files.contains("default")) {
+      t.set_chat_template(std::move(files["default"]));
+    } else if (!files.empty()) {
+      t.impl_->chat_template.clear();
+      t.impl_->named_templates = std::move(files);
+    }
     return t;
   } catch (const Error& e) {
     fail(cat(dir, ": ", e.what()));
@@ -428,20 +451,46 @@ bool Tokenizer::is_special(int32_t id) const {
   return it != impl_->added_by_id.end() && impl_->added[it->second].special;
 }
 
-bool Tokenizer::has_chat_template() const { return !impl_->chat_template.empty(); }
+bool Tokenizer::has_chat_template() const {
+  return !impl_->chat_template.empty() || !impl_->named_templates.empty();
+}
 
-const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
+std::vector<std::string> Tokenizer::chat_template_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, source] : impl_->named_templates) names.push_back(name);
+  return names;
+}
+
+std::string Tokenizer::chat_template(std::string_view requested, bool with_tools) const {
+  const auto& named = impl_->named_templates;
+  if (!named.empty()) {
+    if (!requested.empty()) {
+      auto it = named.find(std::string(requested));
+      return it != named.end() ? it->second : std::string(requested);
+    }
+    if (with_tools && named.contains("tool_use")) return named.at("tool_use");
+    if (named.contains("default")) return named.at("default");
+    std::string names;
+    for (const auto& [name, source] : named) names += (names.empty() ? "" : ", ") + name;
+    fail(cat("this model has several chat templates and none is named 'default': name one (",
+             names, ") with --chat-template or the request's chat_template"));
+  }
+  if (!requested.empty()) return std::string(requested);
+  HAYATE_CHECK(!impl_->chat_template.empty(),
+               "this model has no chat template (tokenizer_config.json's chat_template, "
+               "chat_template.jinja, or --chat-template)");
+  return impl_->chat_template;
+}
 
 void Tokenizer::set_chat_template(std::string jinja_source) {
   impl_->chat_template = std::move(jinja_source);
+  impl_->named_templates.clear();
 }
 
 std::string Tokenizer::apply_chat_template_json(const std::string& messages_json,
                                                 bool add_generation_prompt,
-                                                const std::string& extra_json) const {
-  HAYATE_CHECK(!impl_->chat_template.empty(),
-               "this model has no chat template (tokenizer_config.json's chat_template, "
-               "chat_template.jinja, or --chat-template)");
+                                                const std::string& extra_json,
+                                                std::string_view requested_template) const {
   // ordered_json: the messages' and tools' keys stay in their given order.
   using ojson = nlohmann::ordered_json;
   auto parse = [](const std::string& text, const char* what) {
@@ -457,9 +506,13 @@ std::string Tokenizer::apply_chat_template_json(const std::string& messages_json
     HAYATE_CHECK(extra.is_object(), "chat template variables must be a JSON object");
     for (auto& [k, v] : extra.items()) ctx[k] = v;
   }
+  // transformers passes tools both to the template and to get_chat_template
+  // (tool_use is chosen when tools is not None, an empty list included).
+  const bool with_tools = ctx.contains("tools") && !ctx["tools"].is_null();
+  const std::string source = chat_template(requested_template, with_tools);
   ctx["messages"] = std::move(messages);
   ctx["add_generation_prompt"] = add_generation_prompt;
-  return jinja::render(impl_->chat_template, ctx);
+  return jinja::render(source, ctx);
 }
 
 std::string Tokenizer::apply_chat_template(const std::vector<ChatMessage>& messages,

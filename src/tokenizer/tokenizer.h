@@ -19,8 +19,9 @@ struct ChatMessage {
 
 class Tokenizer {
  public:
-  // Reads dir/tokenizer.json and, if present, dir/tokenizer_config.json and
-  // dir/chat_template.jinja (which replaces the config's chat_template).
+  // Reads dir/tokenizer.json and, if present, dir/tokenizer_config.json,
+  // dir/chat_template.jinja and dir/additional_chat_templates/NAME.jinja
+  // (these files replace the config's chat_template, as in transformers).
   // Supports BPE models: byte-level (Llama 3) and SentencePiece-style
   // (Metaspace / Prepend+Replace, byte_fallback: Llama 2, Mistral,
   // TinyLlama). A malformed file or an unsupported normalizer, pre-tokenizer,
@@ -58,20 +59,29 @@ class Tokenizer {
   std::optional<int32_t> token_to_id(std::string_view token) const;
   bool is_special(int32_t id) const;
 
-  // Renders tokenizer_config.json's chat_template as HF's apply_chat_template
+  // Renders the model's chat template as HF's apply_chat_template
   // (bos_token, eos_token, add_generation_prompt). Throws Error when the
   // model has no template or it uses an unsupported construct.
   std::string apply_chat_template(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt = true) const;
   // The same with messages as a JSON array (tool calls and other fields
-  // pass through) and extra template variables as a JSON object (tools,
-  // date_string, ...).
-  std::string apply_chat_template_json(const std::string& messages_json,
-                                       bool add_generation_prompt,
-                                       const std::string& extra_vars_json = "") const;
+  // pass through), extra template variables as a JSON object (tools,
+  // date_string, ...) and HF's chat_template argument (see chat_template()),
+  // tools counting as given when extra_vars_json has a non-null "tools".
+  std::string apply_chat_template_json(const std::string& messages_json, bool add_generation_prompt,
+                                       const std::string& extra_vars_json = "",
+                                       std::string_view requested_template = {}) const;
   bool has_chat_template() const;
-  const std::string& chat_template() const;
-  // Replaces the template (e.g. one given on the command line).
+  // The template source HF's get_chat_template picks. A model's chat
+  // template may be one template or several named ones (tokenizer_config's
+  // list of {name, template}, or additional_chat_templates/). `requested`
+  // (empty: none) names one of them or is itself a template; with none,
+  // "tool_use" when the request has tools and the model has it, else
+  // "default". Throws Error when there is no template to pick.
+  std::string chat_template(std::string_view requested = {}, bool with_tools = false) const;
+  // The names of the model's named templates (empty for a single template).
+  std::vector<std::string> chat_template_names() const;
+  // Replaces the model's template(s) with this one.
   void set_chat_template(std::string jinja_source);
 
   struct Impl;

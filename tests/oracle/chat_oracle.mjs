@@ -9,7 +9,12 @@
 // template) or a file name in the cases file's folder, and tokenizer is
 // llama3_1 (the default), qwen3 or llama2; prints one {"text", "ids"} line
 // per case (ids as apply_chat_template(tokenize=True): no extra special
-// tokens). continue_final_message cuts the rendering after the final
+// tokens). A case may instead name `config`, a tokenizer_config.json in the
+// cases file's folder whose chat_template may be a list of named templates:
+// the template is then picked as transformers' get_chat_template picks it,
+// from the case's `chat_template` (HF's argument: a name or a template) and
+// its tools (vars.tools), and the special tokens come from that config.
+// continue_final_message cuts the rendering after the final
 // message's content as transformers' apply_chat_template does (tokenizers.js
 // has no such option; the cut below is transformers' code, line for line).
 //   node tests/oracle/chat_oracle.mjs tests/tokenizer/data/chats.json
@@ -45,12 +50,27 @@ function cutAfterFinal(rendered, finalMessage) {
   return rendered.slice(0, loc + stripped.length);
 }
 
+// transformers' get_chat_template (tokenization_utils_base.py): a list of
+// {name, template} is a dict of named templates; the chat_template argument
+// names one of them or is a template itself; without it, "tool_use" when
+// tools were passed (not None: an empty list counts), else "default".
+function pickTemplate(configured, requested, tools) {
+  if (!Array.isArray(configured)) return requested ?? configured;
+  const named = new Map(configured.map((e) => [e.name, e.template]));
+  if (requested != null) return named.has(requested) ? named.get(requested) : requested;
+  if (tools != null && named.has("tool_use")) return named.get("tool_use");
+  if (named.has("default")) return named.get("default");
+  throw new Error(`several chat templates, none named default: ${[...named.keys()]}`);
+}
+
 const out = [];
 for (const c of JSON.parse(fs.readFileSync(file, "utf8"))) {
   const name = c.tokenizer ?? "llama3_1";
-  const tok = tokenizer(name), cfg = config(name);
-  const source = c.template === "default" ? cfg.chat_template
-                                            : fs.readFileSync(path.join(dir, c.template), "utf8");
+  const tok = tokenizer(name);
+  const cfg = c.config ? JSON.parse(fs.readFileSync(path.join(dir, c.config), "utf8")) : config(name);
+  const source = c.config ? pickTemplate(cfg.chat_template, c.chat_template, c.vars?.tools)
+               : c.template === "default" ? cfg.chat_template
+               : fs.readFileSync(path.join(dir, c.template), "utf8");
   const ctx = {};
   for (const k of tokenKeys) {
     const v = cfg[k];

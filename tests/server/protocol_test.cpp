@@ -471,5 +471,93 @@ TEST_F(ProtocolTest, ChatTemplateFieldsAsVllm) {
   }
 }
 
+// The template a chat request renders with, as vLLM picks it: the request's
+// chat_template (refused with a 400 unless the server trusts request
+// templates), else --chat-template, else the model's (tool_use with tools
+// when its tokenizer_config names one); /tokenize's chat form alike. A
+// request template that fails, or hits the template engine's limits, is a
+// 400 naming the error.
+TEST_F(ProtocolTest, RequestChatTemplateAndNamedTemplates) {
+  const auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const Tokenizer named = Tokenizer::from_json(
+      slurp(std::string(HAYATE_ASSETS_DIR) + "/llama3_1/tokenizer.json"),
+      slurp(std::string(HAYATE_SOURCE_DIR) + "/tests/tokenizer/data/named_templates_config.json"));
+  Limits lim{4096, named.vocab_size()};
+  const json user = {{{"role", "user"}, {"content", "hi"}}};
+  const json tools = json::parse(
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
+  const auto text_of = [&](const json& body) {
+    const std::string chat = named.decode(
+        parse_request(body, Endpoint::kChat, lim, {}, named, {"m"}).prompts.at(0).ids);
+    // /tokenize's chat form renders the same text.
+    EXPECT_EQ(named.decode(handle_tokenize(body, lim, named)["tokens"].get<std::vector<int32_t>>()),
+              chat);
+    return chat;
+  };
+  const auto error_of = [&](const json& body) {
+    for (bool tokenize : {false, true}) {
+      try {
+        if (tokenize)
+          handle_tokenize(body, lim, named);
+        else
+          parse_request(body, Endpoint::kChat, lim, {}, named, {"m"});
+        ADD_FAILURE() << "accepted: " << body.dump();
+      } catch (const ApiError& e) {
+        EXPECT_EQ(e.status(), 400);
+        if (tokenize) return e.param() + ": " + e.what();
+      }
+    }
+    return std::string();
+  };
+  // The model's templates: default, tool_use with tools (an empty list too).
+  const std::string plain_default = "<|begin_of_text|><|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(text_of({{"messages", user}}), plain_default);
+  EXPECT_TRUE(text_of({{"messages", user}, {"tools", tools}}).find("<tools>\n{\"name\": \"f\"") !=
+              std::string::npos);
+  EXPECT_TRUE(text_of({{"messages", user}, {"tools", json::array()}}).find("<tools>") !=
+              std::string::npos);
+  EXPECT_EQ(text_of({{"messages", user}, {"tools", nullptr}}), plain_default);
+
+  // Untrusted: a request's template, or one in chat_template_kwargs, is refused.
+  const std::string refused = "chat_template: Chat template is passed with request, but "
+                              "--trust-request-chat-template is not set.";
+  EXPECT_TRUE(error_of({{"messages", user}, {"chat_template", "X"}}).starts_with(refused));
+  EXPECT_TRUE(error_of({{"messages", user}, {"chat_template", "plain"}}).starts_with(refused));
+  EXPECT_TRUE(error_of({{"messages", user}, {"chat_template_kwargs", {{"chat_template", "X"}}}})
+                  .starts_with(refused));
+  EXPECT_EQ(text_of({{"messages", user}, {"chat_template", nullptr}}), plain_default);
+
+  // --chat-template naming one of the model's templates applies to every request.
+  lim.chat_template = "plain";
+  EXPECT_EQ(text_of({{"messages", user}, {"tools", tools}}), "USER: hi\nASSISTANT:");
+
+  // Trusted: the request's template wins, by name or as a template.
+  lim.trust_request_chat_template = true;
+  EXPECT_EQ(text_of({{"messages", user}, {"chat_template", "default"}}), plain_default);
+  EXPECT_EQ(text_of({{"messages", user}, {"chat_template", "<{{ messages[0].content }}>"}}),
+            "<hi>");
+  EXPECT_EQ(text_of({{"messages", user}, {"chat_template", ""}}), "USER: hi\nASSISTANT:");
+  EXPECT_TRUE(error_of({{"messages", user}, {"chat_template", 7}}).starts_with("chat_template: "));
+  EXPECT_TRUE(error_of({{"messages", user}, {"chat_template_kwargs", {{"chat_template", "X"}}}})
+                  .starts_with("chat_template_kwargs: "));
+  // Template errors and hostile templates: a 400 naming the error.
+  EXPECT_NE(error_of({{"messages", user}, {"chat_template", "{% macro m() %}{% endmacro %}"}})
+                .find("macro"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"messages", user}, {"chat_template", "{{ raise_exception('no thanks') }}"}})
+                .find("no thanks"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"messages", user},
+                      {"chat_template",
+                       "{% set ns = namespace(x=1) %}{% set ns.x = [ns] %}{{ ns | tojson }}"}})
+                .find("contains the namespace"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"messages", user}, {"chat_template", "{% for x in y %}"}}).find("chat template: "),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace hayate::server

@@ -14,6 +14,16 @@ const BIN = process.env.HAYATE_BIN;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hayate-vllm-'));
 const json = async (url, init) => (await fetch(url, init)).json();
 const models = async (srv, headers = {}) => json(`${srv.base}/models`, { headers });
+// A tokenizer folder (for --tokenizer) whose tokenizer_config.json lists named
+// chat templates: the committed fixture's default, tool_use and plain, and one
+// that raises on more than one message.
+const RAISING = "{% if messages|length > 1 %}{{ raise_exception('only one message, please') }}{% endif %}x";
+const namedDir = path.join(tmp, 'named');
+fs.mkdirSync(namedDir);
+fs.symlinkSync(path.resolve('assets/llama3_1/tokenizer.json'), path.join(namedDir, 'tokenizer.json'));
+const namedConfig = JSON.parse(fs.readFileSync('tests/tokenizer/data/named_templates_config.json', 'utf8'));
+namedConfig.chat_template.push({ name: 'raising', template: RAISING });
+fs.writeFileSync(path.join(namedDir, 'tokenizer_config.json'), JSON.stringify(namedConfig));
 
 
 // Three servers carry the aliases between them (each server start costs
@@ -64,6 +74,8 @@ test('bad values are refused before the port is bound, unknown flags get a sugge
     [['--model', 'dummy:tiny', '--log-level', 'loud'], /--log-level: unknown level 'loud'/],
     [['--model', 'dummy:tiny', '--max-num-seqs', '0'], /--max-num-seqs must be >= 1/],
     [['--model', 'dummy:tiny', '--chat-template', '/nonexistent.jinja'], /--chat-template: .* neither a file nor a Jinja template/],
+    [['--model', 'dummy:tiny', '--tokenizer', namedDir, '--chat-template', 'nosuch'],
+      /--chat-template: 'nosuch' is neither a file nor a Jinja template nor one of the model's templates \(default, plain, raising, tool_use\)/],
     [['--model', 'dummy:tiny', '--generation-config', '/nonexistent'], /--generation-config: no generation_config.json/],
     [['--model', 'dummy:tiny', '--allowed-origins', '[1]'], /--allowed-origins: not a JSON list/],
     [['--backend', 'cpu'], /serve: no model given/],
@@ -105,7 +117,9 @@ test('--chat-template and --generation-config', async () => {
 // The chat template's inputs as vLLM hands them over (tools, tool calls with
 // parsed arguments, tool results, chat_template_kwargs, continue_final_message),
 // the same on /v1/chat/completions and /tokenize's chat form, and
-// --reasoning-parser qwen3's fields in answers and stream deltas.
+// --reasoning-parser qwen3's fields in answers and stream deltas. A request's
+// chat_template under --trust-request-chat-template, refused without it;
+// --chat-template naming one of the model's templates.
 test('chat template fields, /tokenize chat form, --reasoning-parser', async () => {
   const tpl = path.join(tmp, 'fields.jinja');
   fs.writeFileSync(tpl, '{% for m in messages %}[{{ m.role }}:{{ m.content }}' +
@@ -113,7 +127,8 @@ test('chat template fields, /tokenize chat form, --reasoning-parser', async () =
     '{% if m.tool_call_id %}#{{ m.tool_call_id }}{% endif %}]{% endfor %}' +
     '{% if tools %}{{ tools | tojson }}{% endif %}{{ flag | default("-") }}' +
     '{% if add_generation_prompt %}>{% endif %}');
-  const srv = await startServer({ args: ['--chat-template', tpl, '--reasoning-parser', 'qwen3'] });
+  const srv = await startServer({ args: ['--chat-template', tpl, '--reasoning-parser', 'qwen3',
+    '--trust-request-chat-template', '--tokenizer', namedDir] });
   const messages = [
     { role: 'user', content: 'hi' },
     { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function',
@@ -151,16 +166,40 @@ test('chat template fields, /tokenize chat form, --reasoning-parser', async () =
   const chunks = sse.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
   assert.ok(chunks.every((c) => !('reasoning_content' in (c.choices[0]?.delta ?? {}))));
   assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
+  // Trusted request templates: a template, or the name of one of the model's.
+  const detok = async (b) => {
+    const t = await post(`${srv.url}/tokenize`, b);
+    assert.equal(t.status, 200, t.text);
+    return (await post(`${srv.url}/detokenize`, { tokens: t.json.tokens })).json.prompt;
+  };
+  assert.equal(await detok({ messages, chat_template: 'R{{ messages | length }}{{ tools | length }}', tools }), 'R31');
+  assert.equal(await detok({ messages: [messages[0]], chat_template: 'plain' }), 'USER: hi\nASSISTANT:');
+  const own = await post(`${srv.base}/chat/completions`, { messages: [messages[0]], chat_template: 'plain', max_tokens: 1 });
+  assert.equal(own.status, 200, own.text);
+  assert.equal(own.json.usage.prompt_tokens, (await post(`${srv.url}/tokenize`, { prompt: 'USER: hi\nASSISTANT:', add_special_tokens: false })).json.count);
+  for (const [b, re] of [[{ chat_template: 5 }, /'chat_template' must be a string/],
+    [{ chat_template: '{% for x in y %}' }, /chat template: .*endfor/],
+    [{ chat_template: '{% set ns = namespace(x=1) %}{% set ns.x = [ns] %}{{ ns | tojson }}' }, /chat template: .*contains the namespace/]]) {
+    const e = await post(`${srv.base}/chat/completions`, { messages, max_tokens: 1, ...b });
+    assert.equal(e.status, 400, e.text);
+    assert.match(e.json.error.message, re);
+  }
   assert.equal((await srv.stop()).code, 0);
   // A template that raises: 400 naming its message.
   const raising = await startServer({ args: ['--chat-template', path.join(tmp, 'raise.jinja')] }).catch((e) => e);
   assert.ok(raising instanceof Error, 'a missing template file is refused');
-  fs.writeFileSync(path.join(tmp, 'raise.jinja'),
-    "{% if messages|length > 1 %}{{ raise_exception('only one message, please') }}{% endif %}x");
-  const r2 = await startServer({ args: ['--chat-template', path.join(tmp, 'raise.jinja')] });
+  // The model's template named by --chat-template; untrusted request templates refused.
+  const r2 = await startServer({ args: ['--tokenizer', namedDir, '--chat-template', 'raising'] });
   const bad = await post(`${r2.base}/chat/completions`, { messages: [messages[0], messages[0]], max_tokens: 1 });
   assert.equal(bad.status, 400);
   assert.match(bad.json.error.message, /chat template: .*only one message, please/);
+  for (const url of [`${r2.base}/chat/completions`, `${r2.url}/tokenize`]) {
+    for (const b of [{ chat_template: 'plain' }, { chat_template_kwargs: { chat_template: 'x' } }]) {
+      const e = await post(url, { messages: [messages[0]], max_tokens: 1, ...b });
+      assert.equal(e.status, 400, url);
+      assert.match(e.json.error.message, /--trust-request-chat-template is not set/);
+    }
+  }
   assert.equal((await r2.stop()).code, 0);
 });
 

@@ -18,6 +18,7 @@ __device__ __forceinline__ float silu(float g) {
 template <typename T>
 __global__ void silu_mul_kernel(const float* __restrict__ gu,  // [n, 2 inter]: gate ; up
                                 int inter, size_t total, T* __restrict__ out) {  // [n, inter]
+  griddep_enter();
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
        i += size_t(gridDim.x) * blockDim.x) {
     const size_t row = i / inter, j = i % inter;
@@ -32,6 +33,7 @@ __global__ void silu_mul_kernel(const float* __restrict__ gu,  // [n, 2 inter]: 
 template <typename T>
 __global__ void silu_mul4_kernel(const float* __restrict__ gu, int n, int inter,
                                  T* __restrict__ out) {
+  griddep_enter();
   const int j4 = blockIdx.x * blockDim.x + threadIdx.x;  // elements 4 j4 .. 4 j4 + 3
   if (4 * j4 >= inter) return;
   for (int row = blockIdx.y; row < n; row += gridDim.y) {
@@ -52,6 +54,7 @@ __global__ void silu_mul4_kernel(const float* __restrict__ gu, int n, int inter,
 template <typename T>
 __global__ void silu_mul8_t_kernel(const T* __restrict__ gu,  // [n, 2 inter]: gate ; up
                                    int n, int inter, T* __restrict__ out) {  // [n, inter]
+  griddep_enter();
   const int j8 = blockIdx.x * blockDim.x + threadIdx.x;  // elements 8 j8 .. 8 j8 + 7
   if (8 * j8 >= inter) return;
   for (int row = blockIdx.y; row < n; row += gridDim.y) {
@@ -71,6 +74,7 @@ __global__ void silu_mul8_t_kernel(const T* __restrict__ gu,  // [n, 2 inter]: g
 // T input, any inter: columns on grid.x (grid-stride), rows on grid.y.
 template <typename T>
 __global__ void silu_mul_t_kernel(const T* __restrict__ gu, int n, int inter, T* __restrict__ out) {
+  griddep_enter();
   for (int row = blockIdx.y; row < n; row += gridDim.y) {
     const T* g_row = gu + size_t(row) * 2 * inter;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < inter; j += gridDim.x * blockDim.x)
@@ -81,36 +85,37 @@ __global__ void silu_mul_t_kernel(const T* __restrict__ gu, int n, int inter, T*
 // ---- launchers -------------------------------------------------------------------
 
 template <typename T>
-void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s) {
+void silu_mul(const float* gu, int n, int inter, T* out, cudaStream_t s, bool pdl) {
   if (n <= 0) return;
   if (inter % 4 == 0 && aligned_to(16, gu)) {
     const unsigned cols = ceil_div(size_t(inter / 4), 256);
-    launch({dim3(cols, unsigned(std::min(n, 65535))), 256, 0, s}, silu_mul4_kernel<T>, gu, n, inter,
-           out);
-    return;
-  }
-  const size_t total = size_t(n) * inter;
-  launch({std::min(ceil_div(total, 256), 4096u), 256, 0, s}, silu_mul_kernel<T>, gu, inter, total,
-         out);
-}
-
-template void silu_mul<half>(const float*, int, int, half*, cudaStream_t);
-template void silu_mul<__nv_bfloat16>(const float*, int, int, __nv_bfloat16*, cudaStream_t);
-
-template <typename T>
-void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s) {
-  if (n <= 0) return;
-  const unsigned rows = unsigned(std::min(n, 65535));
-  if (inter % 8 == 0 && aligned_to(16, gu, out)) {
-    launch({dim3(ceil_div(size_t(inter / 8), 256), rows), 256, 0, s}, silu_mul8_t_kernel<T>, gu, n,
+    launch({dim3(cols, unsigned(std::min(n, 65535))), 256, 0, s, pdl}, silu_mul4_kernel<T>, gu, n,
            inter, out);
     return;
   }
-  launch({dim3(std::min(ceil_div(size_t(inter), 256), 64u), rows), 256, 0, s}, silu_mul_t_kernel<T>,
-         gu, n, inter, out);
+  const size_t total = size_t(n) * inter;
+  launch({std::min(ceil_div(total, 256), 4096u), 256, 0, s, pdl}, silu_mul_kernel<T>, gu, inter,
+         total, out);
 }
 
-template void silu_mul<half>(const half*, int, int, half*, cudaStream_t);
-template void silu_mul<__nv_bfloat16>(const __nv_bfloat16*, int, int, __nv_bfloat16*, cudaStream_t);
+template void silu_mul<half>(const float*, int, int, half*, cudaStream_t, bool);
+template void silu_mul<__nv_bfloat16>(const float*, int, int, __nv_bfloat16*, cudaStream_t, bool);
+
+template <typename T>
+void silu_mul(const T* gu, int n, int inter, T* out, cudaStream_t s, bool pdl) {
+  if (n <= 0) return;
+  const unsigned rows = unsigned(std::min(n, 65535));
+  if (inter % 8 == 0 && aligned_to(16, gu, out)) {
+    launch({dim3(ceil_div(size_t(inter / 8), 256), rows), 256, 0, s, pdl}, silu_mul8_t_kernel<T>,
+           gu, n, inter, out);
+    return;
+  }
+  launch({dim3(std::min(ceil_div(size_t(inter), 256), 64u), rows), 256, 0, s, pdl},
+         silu_mul_t_kernel<T>, gu, n, inter, out);
+}
+
+template void silu_mul<half>(const half*, int, int, half*, cudaStream_t, bool);
+template void silu_mul<__nv_bfloat16>(const __nv_bfloat16*, int, int, __nv_bfloat16*, cudaStream_t,
+                                      bool);
 
 }  // namespace hayate::cuda

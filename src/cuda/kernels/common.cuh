@@ -129,5 +129,13 @@ __device__ __forceinline__ void griddep_launch() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+// The entry of a batched-step kernel that may be launched with PDL
+// (LaunchConfig::pdl): wait for the previous kernel first (nothing is read or
+// written before), then let the next one place its blocks, which wait in turn.
+// Every thread calls it before any early return. Without PDL both are no-ops.
+__device__ __forceinline__ void griddep_enter() {
+  griddep_wait();
+  griddep_launch();
+}
 
 }  // namespace hayate::cuda

@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
                         const int32_t* __restrict__ rows, int n_splits, int min_part,
                         float* __restrict__ part_o, float* __restrict__ part_ml,
                         T* __restrict__ out) {
+  griddep_enter();
   constexpr int LPK = HD / 8, KPW = 32 / LPK, KPI = U * KPW;
   const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
   const int row = rows[i], len = meta.tok_pos[row] + 1;
@@ -205,6 +206,7 @@ __global__ void paged_decode_combine_kernel(PagedShape sh, PagedMeta meta,
                                             int min_part, const float* __restrict__ part_o,
                                             const float* __restrict__ part_ml,
                                             T* __restrict__ out) {
+  griddep_enter();
   const int HD = sh.head_dim, i = blockIdx.x, dim = threadIdx.x % HD;
   const int h = blockIdx.y * kCombineHeads + int(threadIdx.x) / HD;
   if (h >= sh.n_heads) return;
@@ -235,6 +237,7 @@ __device__ __forceinline__ uint32_t ordered(float f) {
 // One block per row; key = (ordered logit, ~id): the max is the lowest id among ties.
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_rows_kernel(const float* __restrict__ logits, int vocab, int32_t* __restrict__ out) {
+  griddep_enter();
   const float* row = logits + size_t(blockIdx.x) * vocab;
   unsigned long long key = 0;
   for (int i = threadIdx.x; i < vocab; i += kArgmaxThreads) {
@@ -341,12 +344,13 @@ void decode_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShap
     }
   }
   if (!done)
-    launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32, 0, s},
+    launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32, 0, s,
+            sh.pdl},
            paged_decode_kernel<T, KV, HD, G, U, PF>, q, k_pool, v_pool, sh, meta, rows, n_splits,
            min_part, part_o, part_ml, out);
   if (z > 1)
     launch({dim3(unsigned(n_rows), unsigned((sh.n_heads + kCombineHeads - 1) / kCombineHeads)),
-            unsigned(kCombineHeads * HD), 0, s},
+            unsigned(kCombineHeads * HD), 0, s, sh.pdl},
            paged_decode_combine_kernel<T>, sh, meta, rows, n_splits, z, min_part,
            static_cast<const float*>(part_o), static_cast<const float*>(part_ml), out);
 }
@@ -433,8 +437,9 @@ int paged_decode_whole_row_keys(int n_rows, int n_kv_heads) {
   return std::max(1, n_rows * n_kv_heads) >= tune.many_pairs ? tune.big_min_part : 0;
 }
 
-void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t s) {
-  launch({unsigned(rows), kArgmaxThreads, 0, s}, argmax_rows_kernel, logits, vocab, out);
+void argmax_rows(const float* logits, int rows, int vocab, int32_t* out, cudaStream_t s,
+                 bool pdl) {
+  launch({unsigned(rows), kArgmaxThreads, 0, s, pdl}, argmax_rows_kernel, logits, vocab, out);
 }
 
 void mask_argmax_rows(float* logits, int vocab, const int32_t* rows, const uint32_t* masks,

@@ -258,6 +258,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
                             const int32_t* __restrict__ rows, int n_splits, int z, int min_part,
                             float* __restrict__ part_o, float* __restrict__ part_ml,
                             T* __restrict__ out) {
+  griddep_enter();
   __shared__ float s_acc[kDecodeWarps][kRowsG][kHd];
   __shared__ float s_ml[kDecodeWarps][kRowsG][2];
   const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z;
@@ -287,6 +288,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
                                    const int32_t* __restrict__ rows, int n_rows, int n_splits,
                                    int z, int min_part, float* __restrict__ part_o,
                                    float* __restrict__ part_ml, T* __restrict__ out) {
+  griddep_enter();
   __shared__ float s_acc[kDecodeWarps][kRowsG][kHd];
   __shared__ float s_ml[kDecodeWarps][kRowsG][2];
   __shared__ int s_len[kScan];  // length of the row if it has split sp, else 0
@@ -338,6 +340,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
     paged_decode_stream_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
                                const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                                const int32_t* __restrict__ rows, int n_rows, T* __restrict__ out) {
+  griddep_enter();
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int kvh = sh.n_kv_heads, Gr = sh.n_heads / kvh, kv_dim = kvh * kHd, bs = sh.block_size;
   const int pair = int(blockIdx.x) * kDecodeWarps + int(threadIdx.x) / 32;
@@ -406,11 +409,11 @@ void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                 const int32_t* rows, int n_rows, int n_splits, int z, int min_part, bool helpers,
                 float* part_o, float* part_ml, T* out, cudaStream_t s) {
   const unsigned kvh = unsigned(sh.n_kv_heads);
-  launch({dim3(unsigned(n_rows), kvh, helpers ? 1u : unsigned(z)), kDecodeWarps * 32, 0, s},
+  launch({dim3(unsigned(n_rows), kvh, helpers ? 1u : unsigned(z)), kDecodeWarps * 32, 0, s, sh.pdl},
          paged_decode_mma_kernel<T, MINB>, q, k_pool, v_pool, sh, meta, rows, n_splits, z, min_part,
          part_o, part_ml, out);
   if (helpers && z > 1)
-    launch({dim3(unsigned(kHelpers), kvh, unsigned(z - 1)), kDecodeWarps * 32, 0, s},
+    launch({dim3(unsigned(kHelpers), kvh, unsigned(z - 1)), kDecodeWarps * 32, 0, s, sh.pdl},
            paged_decode_mma_helper_kernel<T, MINB>, q, k_pool, v_pool, sh, meta, rows, n_rows,
            n_splits, z, min_part, part_o, part_ml, out);
 }
@@ -421,7 +424,7 @@ template <typename T>
 void paged_decode_stream_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
                                 PagedMeta meta, const int32_t* rows, int n_rows, T* out,
                                 cudaStream_t s) {
-  launch({ceil_div(size_t(n_rows) * sh.n_kv_heads, kDecodeWarps), kDecodeWarps * 32, 0, s},
+  launch({ceil_div(size_t(n_rows) * sh.n_kv_heads, kDecodeWarps), kDecodeWarps * 32, 0, s, sh.pdl},
          paged_decode_stream_kernel<T>, q, k_pool, v_pool, sh, meta, rows, n_rows, out);
 }
 

@@ -139,6 +139,7 @@ __global__ void __launch_bounds__(kShortThreads)
     paged_decode_short_kernel(const float* __restrict__ q, const KV* __restrict__ k_pool,
                               const KV* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                               const int32_t* __restrict__ rows, T* __restrict__ out) {
+  griddep_enter();
   using L = ShortLayout<HD>;
   constexpr int KP = L::KP, P = L::P, MAXK = L::MAXK;
   const int row = rows[blockIdx.x], head = blockIdx.y;
@@ -209,8 +210,8 @@ void paged_attention_decode_short(const float* q, const KV* k_pool, const KV* v_
                "paged short attention: unsupported shape (", sh.n_heads, " heads, ", sh.n_kv_heads,
                " kv heads, head_dim ", sh.head_dim, ")");
   with_short_head_dim<T, KV>(sh.head_dim, [&](auto kernel, int) {
-    launch({dim3(unsigned(n_rows), unsigned(sh.n_heads)), kShortThreads, 0, s}, kernel, q, k_pool,
-           v_pool, sh, meta, rows, out);
+    launch({dim3(unsigned(n_rows), unsigned(sh.n_heads)), kShortThreads, 0, s, sh.pdl}, kernel, q,
+           k_pool, v_pool, sh, meta, rows, out);
   });
 }
 

@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(kFaWarps * 32, 3)
     paged_prefill_mma_kernel(const float* __restrict__ q, const KV* __restrict__ k_pool,
                              const KV* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                              const int2* __restrict__ tiles, T* __restrict__ out) {
+  griddep_enter();
   using Sm = FaSmem<T, HD>;
   constexpr int kKs = HD / 16;           // k-steps of Q K^T; dim pairs of P V
   constexpr int kNt = kKeyTile / 8;      // 8-key n-tiles of S
@@ -252,7 +253,7 @@ template <typename T, typename KV, int HD>
 void prefill_hd(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh, PagedMeta meta,
                 const int2* tiles, int n_tiles, T* out, cudaStream_t s) {
   launch({dim3(unsigned(n_tiles), unsigned(sh.n_kv_heads)), kFaWarps * 32, sizeof(FaSmem<T, HD>),
-          s},
+          s, sh.pdl},
          paged_prefill_mma_kernel<T, KV, HD>, q, k_pool, v_pool, sh, meta, tiles, out);
 }
 

@@ -44,6 +44,7 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
                                PagedShape sh, const float* __restrict__ inv_freq,  // [d/2]
                                PagedCache cache, float* __restrict__ q,            // [n, H d]
                                T* __restrict__ k_cache, T* __restrict__ v_cache, QkvPre<W> pre) {
+  griddep_enter();
   __shared__ float cs[2][kMaxHalfDim];  // cos, sin of pair i at this token's position
   __shared__ float rstd[kMaxNormHeads];  // pre.q_norm: per q and k head
   const int half_dim = sh.head_dim / 2, d = sh.head_dim, runs = half_dim / V;
@@ -121,15 +122,14 @@ void paged_rope_kv(const In* qkv, PagedShape sh, int n, const float* inv_freq, P
                sh.head_dim);
   if (n <= 0) return;
   const PagedCache cache{sh, meta};
+  const LaunchConfig cfg{unsigned(n), 256, 0, s, sh.pdl};
   // Vector accesses: every row and head offset is a multiple of 4 elements;
   // the pointers must be too (fp32: 16 bytes, 16-bit: 8).
   if (sh.head_dim % 8 == 0 && aligned_to(4 * sizeof(In), qkv) && aligned_to(16, q) &&
       aligned_to(4 * sizeof(T), k, v) && aligned_to(4 * sizeof(W), pre.bias, pre.q_norm, pre.k_norm))
-    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<4, In, T, W>, qkv, sh, inv_freq, cache, q, k,
-           v, pre);
+    launch(cfg, rope_kv_kernel<4, In, T, W>, qkv, sh, inv_freq, cache, q, k, v, pre);
   else
-    launch({unsigned(n), 256, 0, s}, rope_kv_kernel<1, In, T, W>, qkv, sh, inv_freq, cache, q, k,
-           v, pre);
+    launch(cfg, rope_kv_kernel<1, In, T, W>, qkv, sh, inv_freq, cache, q, k, v, pre);
 }
 
 #define HAYATE_ROPE_INSTANTIATE(T)                                                                 \
