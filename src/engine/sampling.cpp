@@ -91,7 +91,7 @@ bool before(const Cand& a, const Cand& b) {
 // from the sanitizers (as cpu::dot), whose per-element checks make the CPU
 // engine's sampling several times slower in the test build; every pointer is
 // the start of a buffer sized to `n` by its caller just before.
-#define HAYATE_HOT_LOOP __attribute__((no_sanitize("address", "undefined", "coverage")))
+#define HAYATE_HOT_LOOP __attribute__((no_sanitize("address", "undefined")))
 
 // c[i] = {logits[i] / temperature, i}; returns the largest scaled logit.
 HAYATE_HOT_LOOP float scale_logits(const float* logits, size_t n, float temperature, Cand* c) {
