@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# Final check of the merged tree on the GPU (run from the repository root with
-# the pack of tools/pack_device.sh as .dev/lead/pack.tar.xz and the tokenizer
-# assets as .dev/lead/assets.tar.xz): every gpu suite, the default bench
-# job, then an 8B FP8 checkpoint (tools/make_fp8_8b.py): load to first token
-# from a warm page cache, and its batch-1 decode.
+# The merged tree's check on the GPU machine, from the repository root: every
+# gpu suite, the default bench job, then an 8B FP8 checkpoint
+# (tools/make_fp8_8b.py): load to first token from a warm page cache, and its
+# batch-1 decode. Results under $OUT (suites.txt, logs.tgz).
+#   tools/final_check_device.sh PACK_TAR [ASSETS_TAR]
+# PACK_TAR: tools/pack_device.sh's binaries as a tarball of pack/ (unpacked
+# beside it); ASSETS_TAR: the tokenizer assets, where assets/ is absent.
 set -uo pipefail
 root=$(pwd)
-tar xf .dev/lead/pack.tar.xz -C .dev/lead
-export LD_LIBRARY_PATH=$root/.dev/lead/pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-mkdir -p /work && ln -sfn "$root" /work/wt-lead
-[ -e "$root/assets" ] || { tar xf .dev/lead/assets.tar.xz; }
-H=.dev/lead/pack/hayate
+pack_tar=$1
+dir=$(dirname "$pack_tar")
+tar xf "$pack_tar" -C "$dir"
+export LD_LIBRARY_PATH=$root/$dir/pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# Binaries built in another checkout look for test data there.
+build_root=${BUILD_ROOT:-/work/main}
+[ "$build_root" = "$root" ] || { mkdir -p "$(dirname "$build_root")" && ln -sfn "$root" "$build_root"; }
+[ -e "$root/assets" ] || tar xf "${2:?assets/ is absent: pass ASSETS_TAR}"
+H=$dir/pack/hayate
 mkdir -p "$OUT/logs"
 nvidia-smi > "$OUT/logs/nvidia_smi.txt" 2>&1
-git log -1 --format=%H > "$OUT/logs/commit.txt" 2>&1
-OUT=$OUT/logs SUITE_TIMEOUT=200 bash tools/gpu_suites.sh .dev/lead/pack > "$OUT/suites.txt" 2>&1
+OUT=$OUT/logs SUITE_TIMEOUT=200 bash tools/gpu_suites.sh "$dir/pack" > "$OUT/suites.txt" 2>&1
 echo "suites rc $?" >> "$OUT/suites.txt"
 timeout 150 $H bench --runs 3 > "$OUT/logs/bench_default.log" 2>&1
 echo "bench rc $?" >> "$OUT/suites.txt"

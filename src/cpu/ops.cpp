@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/fp8.h"
+#include "core/hot_loop.h"
 
 namespace hayate::cpu {
 
@@ -51,12 +52,9 @@ void rmsnorm(const float* x, const float* w, float* out, int n, int dim, float e
 }
 
 // Dot product: nearly all of the backend's time. `omp simd` vectorises it
-// (partial sums per lane, a fixed order for a given build). It is exempt from
-// ASan/UBSan, whose per-load checks make it 10x slower and the sanitizer test
-// build minutes long; its two reads of `len` floats are bounded by callers
-// whose buffer sizes are checked (and everything around it stays checked).
-__attribute__((no_sanitize("address", "undefined"))) static float dot(const float* a,
-                                                                      const float* b, int len) {
+// (partial sums per lane, a fixed order for a given build). Its two reads of
+// `len` floats are bounded by callers whose buffer sizes are checked.
+HAYATE_HOT_LOOP static float dot(const float* a, const float* b, int len) {
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
   for (int i = 0; i < len; ++i) s += a[i] * b[i];

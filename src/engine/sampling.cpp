@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/hot_loop.h"
 #include "core/rng.h"
 
 namespace hayate {
@@ -87,11 +88,8 @@ bool before(const Cand& a, const Cand& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-// The vocabulary-wide loops of one draw run on raw pointers and are exempt
-// from the sanitizers (as cpu::dot), whose per-element checks make the CPU
-// engine's sampling several times slower in the test build; every pointer is
-// the start of a buffer sized to `n` by its caller just before.
-#define HAYATE_HOT_LOOP __attribute__((no_sanitize("address", "undefined")))
+// The vocabulary-wide loops of one draw run on raw pointers, each sized by
+// its caller just before (HAYATE_HOT_LOOP, core/hot_loop.h).
 
 // c[i] = {logits[i] / temperature, i}; returns the largest scaled logit.
 HAYATE_HOT_LOOP float scale_logits(const float* logits, size_t n, float temperature, Cand* c) {

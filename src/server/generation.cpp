@@ -431,14 +431,6 @@ struct StreamWriter {
     return out;
   }
 
-  std::string delta_chunk(int index, json delta, std::optional<std::string> finish) const {
-    json c = {{"index", index}, {"logprobs", nullptr}, {"delta", std::move(delta)}};
-    c["finish_reason"] = finish ? json(*finish) : json(nullptr);
-    json j = chunk_base();
-    j["choices"] = json::array({std::move(c)});
-    return sse(j);
-  }
-
   // Chat with tools, as vLLM streams them (tools.h): content as it comes,
   // each call's first delta with its index, id and name (arguments ""),
   // then its arguments in pieces as they are generated; the thinking first
@@ -447,7 +439,7 @@ struct StreamWriter {
     tool_parsers.resize(call->choices.size());
     std::unique_ptr<ToolStreamParser>& tp = tool_parsers[size_t(index)];
     if (!tp) tp = std::make_unique<ToolStreamParser>(*call->req.tools, parser);
-    std::string out;
+    std::vector<json> deltas;  // this event's chunks, in order
     std::string text = e.text;
     if (reasoning) {
       splitters.resize(call->choices.size());
@@ -458,38 +450,66 @@ struct StreamWriter {
         parts.reasoning += rest.reasoning;
         parts.content += rest.content;
       }
-      if (!parts.reasoning.empty())
-        out += delta_chunk(index, {{"reasoning_content", parts.reasoning}}, std::nullopt);
+      if (!parts.reasoning.empty()) deltas.push_back({{"reasoning_content", parts.reasoning}});
       text = std::move(parts.content);
     }
-    std::vector<ToolDelta> deltas = tp->push(text);
+    std::vector<ToolDelta> pieces = tp->push(text);
     if (e.finished) {
       std::vector<ToolDelta> rest = tp->finish();
-      deltas.insert(deltas.end(), std::make_move_iterator(rest.begin()),
+      pieces.insert(pieces.end(), std::make_move_iterator(rest.begin()),
                     std::make_move_iterator(rest.end()));
     }
-    for (const ToolDelta& d : deltas) {
-      json delta;
+    for (const ToolDelta& d : pieces) {
       if (d.kind == ToolDelta::Kind::kContent) {
-        if (d.text.empty()) continue;
-        delta = {{"content", d.text}};
+        if (!d.text.empty()) deltas.push_back({{"content", d.text}});
       } else if (d.kind == ToolDelta::Kind::kCallStart) {
-        delta = {{"tool_calls", json::array({{{"index", d.index},
-                                             {"id", d.id},
-                                             {"type", "function"},
-                                             {"function", {{"name", d.name}, {"arguments", ""}}}}})}};
+        deltas.push_back({{"tool_calls", json::array({{{"index", d.index},
+                                                       {"id", d.id},
+                                                       {"type", "function"},
+                                                       {"function", {{"name", d.name},
+                                                                     {"arguments", ""}}}}})}});
       } else {
-        delta = {{"tool_calls",
-                  json::array({{{"index", d.index}, {"function", {{"arguments", d.text}}}}})}};
+        deltas.push_back({{"tool_calls", json::array({{{"index", d.index},
+                                                       {"function", {{"arguments", d.text}}}}})}});
       }
-      out += delta_chunk(index, std::move(delta), std::nullopt);
     }
-    if (e.finished) {
-      // vLLM's: "tool_calls" unless the call was forced by name.
-      const bool calls = tp->calls() > 0 && e.finish == FinishReason::kStop &&
-                         call->req.tools->choice != ToolRequest::Choice::kNamed;
-      out += delta_chunk(index, json::object(),
-                         calls ? std::string("tool_calls") : std::string(finish_reason_name(e.finish)));
+    // The event's logprobs, token ids and running usage ride on its last
+    // chunk (an empty delta when it made none), as event() sends them.
+    const bool want_lp = call->req.sampling.logprobs >= 0;
+    if (want_lp) {
+      held.resize(call->choices.size());
+      auto& h = held[size_t(index)];
+      h.insert(h.end(), e.logprobs.begin(), e.logprobs.end());
+    }
+    const bool extras = want_lp || call->req.return_token_ids || call->req.continuous_usage;
+    if (e.finished || (deltas.empty() && extras && !e.token_ids.empty()))
+      deltas.push_back(json::object());
+    std::string out;
+    for (size_t i = 0; i < deltas.size(); ++i) {
+      const bool last = i + 1 == deltas.size();
+      json c = {{"index", index}, {"logprobs", nullptr}, {"delta", std::move(deltas[i])}};
+      c["finish_reason"] = nullptr;
+      if (last && e.finished) {
+        // vLLM's: "tool_calls" unless the call was forced by name; a reply
+        // that fell back to content (tools.h) ends as its non-streamed twin.
+        const bool calls = tp->calls() > 0 && !tp->fell_back() &&
+                           e.finish == FinishReason::kStop &&
+                           call->req.tools->choice != ToolRequest::Choice::kNamed;
+        c["finish_reason"] =
+            calls ? std::string("tool_calls") : std::string(finish_reason_name(e.finish));
+      }
+      json j = chunk_base();
+      if (last && want_lp) {
+        auto& h = held[size_t(index)];
+        c["logprobs"] = chat_logprobs(*tok, h);
+        h.clear();
+      }
+      if (last && call->req.return_token_ids) c["token_ids"] = e.token_ids;
+      j["choices"] = json::array({std::move(c)});
+      if (last && call->req.continuous_usage)
+        j["usage"] = usage_json(int64_t(call->req.prompts[size_t(index / call->req.n)].ids.size()),
+                                e.completion_tokens, e.cached_tokens);
+      out += sse(j);
     }
     return out;
   }

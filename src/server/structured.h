@@ -49,9 +49,10 @@ struct StructuredLimits {
   size_t max_rules = 8192;
   int max_choices = 4096;
   size_t max_text_bytes = 65536;  // regex or EBNF text
-  // Wall time of one compile (parsing, lowering and the token tables): past
-  // it the request is a 400 naming the limit. Positions bound the work; this
-  // bounds the time whatever the machine's load.
+  // Wall time of one compile, from its start, checked per position while the
+  // token tables are built (parsing and lowering are bounded by the limits
+  // above): past it the request is a 400 naming the limit. Positions bound
+  // the work; this bounds the time whatever the machine's load.
   int64_t max_compile_ms = 10000;
 };
 

@@ -66,9 +66,11 @@ struct ParsedOutput {
 // grammar's JSON; auto uses the parser. Text that is not a well-formed call
 // (auto) stays content: a model's mistake is never a server error. The same
 // parser as a stream's (ToolStreamParser over the whole text), so a stream's
-// deltas add up to this answer; arguments are the model's JSON text as
-// written (key order and spacing kept), or the decoded string where the
-// model wrote them as a JSON string.
+// deltas add up to this answer, except where the stream had sent a call's
+// start before the text fell back to content (the answer then has that text
+// as content and no call; both end with the same finish reason). Arguments
+// are the model's JSON text as written (key order and spacing kept), or the
+// decoded string where the model wrote them as a JSON string.
 ParsedOutput parse_tool_output(const std::string& text, const ToolRequest& tools,
                                ToolParser parser);
 

@@ -73,6 +73,10 @@ async function collect(stream) {
         out.argDeltas[tc.index]++;
       }
     }
+    // What rides along (logprobs, return_token_ids, continuous usage).
+    if (c.token_ids) out.tokenIds = (out.tokenIds ?? []).concat(c.token_ids);
+    if (c.logprobs?.content) out.logprobs = (out.logprobs ?? []).concat(c.logprobs.content);
+    if (chunk.usage) out.usage = chunk.usage;
     out.finish = c.finish_reason ?? out.finish;
   }
   return out;
@@ -198,12 +202,20 @@ test('tool calls through the openai client', async () => {
   // call's arguments in several deltas.
   const req = {
     model: 'dummy:tiny', messages, tools, tool_choice: 'required', max_tokens: 200, temperature: 1.0,
-    seed: 4, parallel_tool_calls: false,
+    seed: 4, parallel_tool_calls: false, logprobs: true, return_token_ids: true,
   };
   const whole = await client.chat.completions.create(req);
-  const rs = await collect(await client.chat.completions.create({ ...req, stream: true }));
+  const rs = await collect(await client.chat.completions.create({
+    ...req, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true },
+  }));
   sameAnswer(rs, whole.choices[0].message, whole.choices[0].finish_reason);
   assert.equal(rs.finish, 'tool_calls');
+  // Logprobs, token ids and running usage come with the tool-call deltas.
+  const w0 = whole.choices[0];
+  assert.ok(Array.isArray(w0.token_ids) && w0.token_ids.length > 0, JSON.stringify(w0));
+  assert.deepEqual(rs.tokenIds, w0.token_ids);
+  assert.deepEqual(rs.logprobs.map((l) => l.token), w0.logprobs.content.map((l) => l.token));
+  assert.equal(rs.usage.completion_tokens, whole.usage.completion_tokens);
   assert.equal(rs.calls.length, 1);
   checkCall(rs.calls[0]);
   assert.ok(rs.argDeltas[0] > 1, `arguments in ${rs.argDeltas[0]} delta(s)`);

@@ -364,12 +364,19 @@ TEST(Structured, LimitsAre400sAndCatastrophicRegexesAreOrdinary) {
   std::string words = "(";
   for (int i = 0; i < 1000; ++i) words += (i ? "|w" : "w") + std::to_string(i * 7919 % 100003);
   words += ")";
-  for (const std::string& p : {std::string("(a+)+b"), std::string("(a|aa)*c"), std::string("(.*a){20}"),
-                               std::string("(x+x+)+y"), std::string("(\\w+\\s?)*$"), words}) {
+  // Each pattern with whether it admits 5,000 a's as a prefix, then a "!".
+  // The times are printed, not bounded (a blow-up shows as ctest's timeout).
+  struct Case {
+    std::string pattern;
+    bool as, bang;
+  };
+  for (const Case& c : {Case{"(a+)+b", true, false}, Case{"(a|aa)*c", true, false},
+                        Case{"(.*a){20}", true, true}, Case{"(x+x+)+y", false, false},
+                        Case{"(\\w+\\s?)*$", true, false}, Case{words, false, false}}) {
+    const std::string& p = c.pattern;
     Clock::time_point t0 = Clock::now();
     const auto t = compile_structured(regex(p), vocab);
     const double compile_ms = ms_since(t0);
-    EXPECT_LT(compile_ms, 5000) << p.substr(0, 40);
     // A random walk of 200 tokens: each mask is bounded work.
     grammar::GrammarMatcher m(t);
     std::mt19937_64 rng(7);
@@ -385,13 +392,10 @@ TEST(Structured, LimitsAre400sAndCatastrophicRegexesAreOrdinary) {
       if (ids.empty()) break;  // only EOS left
       ASSERT_TRUE(m.accept_token(ids[rng() % ids.size()]));
     }
-    EXPECT_LT(worst_ms, 200) << p.substr(0, 40);
     // The input that makes a backtracking engine explode: linear here.
     grammar::GrammarMatcher b(t);
-    t0 = Clock::now();
-    b.accept_bytes(std::string(5000, 'a'));
-    b.accept_bytes("!");
-    EXPECT_LT(ms_since(t0), 5000) << p.substr(0, 40);
+    EXPECT_EQ(b.accept_bytes(std::string(5000, 'a')), c.as) << p.substr(0, 40);
+    EXPECT_EQ(b.accept_bytes("!"), c.bang) << p.substr(0, 40);
     std::printf("%-12.12s compile %.1f ms, worst mask %.3f ms\n", p.c_str(), compile_ms, worst_ms);
   }
   // Too big or too deep: a 400 naming the limit, before any table is built.
