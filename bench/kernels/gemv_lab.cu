@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1)
                          int mode) {
   extern __shared__ __align__(128) unsigned char stages[];
   __shared__ __align__(8) uint64_t full[kPersistStages], empty[kPersistStages], done[kPersistParts];
-  __shared__ float part[kPersistParts][kPersistWarps][2];
+  __shared__ float part[kPersistParts][kPersistWarps][kPersistPartRows];
   __shared__ int tile[kPersistStages];
   const PersistRing rg{stages, tile, full, empty, done, part};
   if (threadIdx.x == kPersistConsumers) persist_ring_init(full, empty, done);

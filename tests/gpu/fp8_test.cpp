@@ -483,6 +483,60 @@ INSTANTIATE_TEST_SUITE_P(Paths, Fp8Backend,
                                   (info.param.kv8 ? "_kv8" : "");
                          });
 
+// The persistent kernel's FP8 tiles on the 8B shapes (K = 4,096 over all 8
+// warps, down rows of 14,336 = 56 chunks of 256 bytes, 8 rows per QKV, o and
+// gate/up stage, 2 per down stage) against the batched path's cuBLASLt FP8
+// GEMMs, decode steps teacher-forced along cuBLASLt's greedy path. Both
+// quantize the same activations per token; they differ in where x is
+// rounded (fp32 in the kernel, T before rmsnorm_fp8 / silu_mul_fp8 in the
+// batched path) and in the tensor cores' accumulation, so codes flip at
+// midpoints as in the test above (bound 0.2 on a logits row, the same
+// reasoning); a wrong fragment layout or row mapping is off by whole logits.
+// The worst error and the top-1 agreement (at least half) are printed.
+TEST(Fp8Persistent, Llama8bDummyMatchesCublasLt) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  constexpr int kCtx = 96, kSteps = 32;
+  Model m = load_model("dummy:llama-3.1-8b", 3, HAYATE_ASSETS_DIR);
+  apply_quantization(m, "fp8");
+  const size_t V = size_t(m.config.vocab_size);
+  std::vector<int32_t> prompt(16);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(500 + 91 * i);
+  // logits after the prompt, then after each decode step; inputs: the
+  // reference's greedy picks (forced) or the run's own (recorded in path).
+  const auto run = [&](DecodeMatmul how, std::vector<int32_t>& path, bool forced) {
+    BatchBackendOptions o;
+    o.max_model_len = kCtx;
+    o.num_blocks = kCtx / 16;
+    o.max_num_seqs = 1;
+    o.max_logit_rows = 16;
+    o.max_num_batched_tokens = 64;
+    auto b = hayate::test::own(make_cuda_batch_backend(m, o, how));
+    std::vector<std::vector<float>> out(1, std::vector<float>(V));
+    b->forward(prompt, 0, out[0]);
+    for (int s = 0; s < kSteps; ++s) {
+      if (!forced) path.push_back(argmax(out.back()));
+      out.emplace_back(V);
+      b->forward(std::span(&path[size_t(s)], 1), int(prompt.size()) + s, out.back());
+    }
+    return out;
+  };
+  std::vector<int32_t> path;
+  const std::vector<std::vector<float>> ref = run(DecodeMatmul::kCublas, path, false);
+  const std::vector<std::vector<float>> got = run(DecodeMatmul::kPersistent, path, true);
+  double worst = 0;
+  int top1 = 0;
+  for (int s = 1; s <= kSteps; ++s) {  // out[0] is the prefill's, the same path for both
+    const double e = rel_err(got[size_t(s)], ref[size_t(s)]);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, kFp8Bound) << "decode step " << s;
+    top1 += argmax(got[size_t(s)]) == argmax(ref[size_t(s)]);
+  }
+  std::printf("fp8 persistent vs cuBLASLt on dummy:llama-3.1-8b, %d decode steps: worst logits "
+              "rel err %.3e, top-1 %d/%d\n",
+              kSteps, worst, top1, kSteps);
+  EXPECT_GE(top1, kSteps / 2);
+}
+
 // What FP8 costs on the 8B shape: dummy:llama-3.1-8b in fp16 and with
 // --quantization fp8 (16-bit and e4m3 KV cache), teacher-forced along the
 // fp16 model's greedy path for 128 steps after a 16-token prompt: mean

@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   using W = std::conditional_t<kFp8, uint8_t, T>;
   extern __shared__ __align__(128) unsigned char stages[];  // [S][32 KB]
   __shared__ __align__(8) uint64_t full[kPersistStages], empty[kPersistStages], done[kPersistParts];
-  __shared__ float part[kPersistParts][kPersistWarps][2];
+  __shared__ float part[kPersistParts][kPersistWarps][kPersistPartRows];
   __shared__ int tile[kPersistStages];
   __shared__ float rope_cs[HD];  // cos, sin of pos * inv_freq[i], i < HD / 2
   const PersistRing rg{stages, tile, full, empty, done, part};
@@ -43,6 +43,13 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   const int qkv_groups = (a.n_heads + 2 * nkv) * (HD / 2);  // RoPE pairs
   const int units = persistent_attn_units(a.n_heads, nkv);  // attention units (persistent.cuh)
   static_assert(!kWide || !kFp8);
+  // Tile geometry: G row groups of R rows per stage (R = 2: the row pairs of
+  // RoPE and of gate/up; NC: x's chunks per thread, persist_consume). 16-bit
+  // rows of K = 4096 fill a 32 KB stage with 4 rows, e4m3 ones with 8 (on
+  // the tensor cores); down rows of K <= 16384 take a stage alone (16-bit)
+  // or in pairs (e4m3).
+  constexpr int G4 = kFp8 ? 4 : 2, NC4 = kFp8 ? 2 : 4;  // K <= 4096
+  constexpr int GD = kFp8 ? 2 : 1;                      // down, K <= 16384: NC 8
   const PersistentCounterLayout cl = persistent_counter_layout(L_, units);
   int* const claims = a.counters + cl.claims;
   int* const split_done = a.counters + cl.split_done;
@@ -69,11 +76,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
         const W* wgu = kFp8 ? reinterpret_cast<const W*>(L.w_gate_up8)
                             : reinterpret_cast<const W*>(L.w_gate_up);
         const W* wd = kFp8 ? reinterpret_cast<const W*>(L.w_down8) : reinterpret_cast<const W*>(L.w_down);
-        persist_produce<W, 2, 2>(rg, wqkv, D, qkv_groups, qkv_epi(L), claim++, j);
-        persist_produce<W, 2, 2>(rg, wo, qd, D / 2, ResidualCgEpi<2>{a.h, a.h2}, claim++, j);
-        persist_produce<W, 2, 2>(rg, wgu, D, I, SiluMulEpi{a.act, I}, claim++, j);
-        persist_produce<W, 1, 1, ResidualCgEpi<1>, kWide>(rg, wd, I, D,
-                                                          ResidualCgEpi<1>{a.h2, a.h}, claim++, j);
+        persist_produce<W, 2, G4>(rg, wqkv, D, qkv_groups, qkv_epi(L), claim++, j);
+        persist_produce<W, 2, G4>(rg, wo, qd, D / 2, ResidualCgEpi<2>{a.h, a.h2}, claim++, j);
+        persist_produce<W, 2, G4>(rg, wgu, D, I, SiluMulEpi{a.act, I}, claim++, j);
+        persist_produce<W, 1, GD, ResidualCgEpi<1>, kWide>(rg, wd, I, D,
+                                                           ResidualCgEpi<1>{a.h2, a.h}, claim++, j);
       }
       persist_produce<T, 2, 2>(rg, a.lm_head, D, a.vocab / 2, StoreEpi<2>{a.logits}, claim, j);
     }
@@ -107,8 +114,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     PersistKvTile<HD> pre;
     const bool prefetched = persist_attend_prefetch<T, HD>(cache(L), a.n_heads, nkv, keys, pre);
     // q [Hq d] roped; k, v -> cache[pos]
-    persist_consume<T, W, 2, 2, 4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
-                                         qkv_epi(L), j, jd, L.s_qkv, L.in_qkv);
+    persist_consume<T, W, 2, G4, NC4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
+                                            qkv_epi(L), j, jd, L.s_qkv, L.in_qkv);
     stamp();
     grid_sync(a.barrier, k);
     stamp();
@@ -119,20 +126,21 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     persist_wait(attn_done + l, units);  // every unit's output
     stamp();
     // h2 = h + Wo attn
-    persist_consume<T, W, 2, 2, 4, false>(rg, qd, D / 2, nullptr, 0.0f, from(a.attn),
-                                          ResidualCgEpi<2>{a.h, a.h2}, j, jd, L.s_o, L.in_o);
+    persist_consume<T, W, 2, G4, NC4, false>(rg, qd, D / 2, nullptr, 0.0f, from(a.attn),
+                                             ResidualCgEpi<2>{a.h, a.h2}, j, jd, L.s_o, L.in_o);
     stamp();
     grid_sync(a.barrier, k);
     stamp();
     // act [I] = silu(g) u of rmsnorm(h2)
-    persist_consume<T, W, 2, 2, 4, true>(rg, D, I, L.ffn_norm, a.eps, from(a.h2),
-                                         SiluMulEpi{a.act, I}, j, jd, L.s_gate_up, L.in_gate_up);
+    persist_consume<T, W, 2, G4, NC4, true>(rg, D, I, L.ffn_norm, a.eps, from(a.h2),
+                                            SiluMulEpi{a.act, I}, j, jd, L.s_gate_up,
+                                            L.in_gate_up);
     stamp();
     grid_sync(a.barrier, k);
     stamp();
     // h = h2 + Wdown act
     // (kWide: K <= 16384 + 8 * kPersistWideTail, persistent_decode_supported)
-    persist_consume<T, W, 1, 1, 8, false, ResidualCgEpi<1>, decltype(from(a.act)), kWide>(
+    persist_consume<T, W, 1, GD, 8, false, ResidualCgEpi<1>, decltype(from(a.act)), kWide>(
         rg, I, D, nullptr, 0.0f, from(a.act), ResidualCgEpi<1>{a.h2, a.h}, j, jd, L.s_down,
         L.in_down);
     stamp();

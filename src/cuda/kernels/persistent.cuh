@@ -55,6 +55,7 @@ constexpr int kPersistStageBytes = 32 * 1024;  // 4 rows of K = 4096, or one of 
 constexpr int kPersistWarps = kPersistConsumers / 32;  // consumer warps
 constexpr int kPersistThreads = kPersistConsumers + 32;  // + the producer warp
 constexpr int kPersistParts = 2 * kPersistStages;   // `done` slots: see persist_consume
+constexpr int kPersistPartRows = 8;  // rows of a tile's partial sums: 2 (16-bit), 8 (FP8)
 constexpr int kPersistMaxGroup = 4;                 // query heads per attention unit
 constexpr int kPersistMaxSplits = 16;               // attention splits per kv head
 constexpr int kPersistTile = 64;                    // keys per attention tile
@@ -71,7 +72,7 @@ struct PersistRing {
   uint64_t* full;         // [kPersistStages]: 1 arrival (the producer) + the bytes
   uint64_t* empty;        // [kPersistStages]: one arrival per consumer warp
   uint64_t* done;         // [kPersistParts]: one arrival per consumer warp
-  float (*part)[kPersistWarps][2];  // [kPersistParts]: each warp's row sums of a tile
+  float (*part)[kPersistWarps][kPersistPartRows];  // [kPersistParts]: each warp's row sums of a tile
 };
 
 // The ring's mbarriers, by one thread before the block's one __syncthreads.
@@ -305,12 +306,14 @@ __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* 
 // kNorm, x * norm_w scaled by rsqrt(mean(x^2) + eps) (applied to the sums:
 // rstd is one scalar per phase). NC: chunks per thread (K <= NC * 8 * 256 / G). j: stages used so
 // far; jd: tiles reduced so far (the `done` slots and the epilogue warp).
-// W: the stage's element type, T, or uint8_t for FP8 rows: then x (after the
-// norm, rstd included) is quantized to e4m3 in registers with the scale
-// in_scale, or max |x| / 448 (a block reduction: every group holds all of
-// x), the dot products run on the codes' values, and each row's sum is
-// scaled by x's scale and the row's w_scale (the batched path's rmsnorm_fp8 /
-// quantize_rows_fp8 then the FP8 GEMM, in one pass).
+// W: the stage's element type, T, or uint8_t for FP8 rows: then the tile's
+// G x R <= 8 rows are taken by every warp on the tensor cores
+// (ring_tile_mma_fp8: NC is then the 256-byte chunks of a row per warp, K <=
+// NC * 2048), x (after the norm, rstd included) is quantized to e4m3 codes
+// in registers with the scale in_scale, or max |x| / 448 (a block
+// reduction), and each row's sum is scaled by x's scale and the row's
+// w_scale (the batched path's rmsnorm_fp8 / quantize_rows_fp8 then the FP8
+// GEMM, in one pass).
 // kWide: persist_produce's wide rows (one per tile, over stages j and j + 1;
 // 16-bit weights, no norm, NC = 8: the first stage's 2048 chunks in
 // registers, the rest of x in shared memory, as 10 chunks per thread in
@@ -326,6 +329,7 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
   constexpr int kGroupThreads = kPersistConsumers / G;
   constexpr int kWarpsPerGroup = kGroupThreads / 32;
   static_assert(kPersistConsumers % (32 * G) == 0 && G <= 32 && R <= 2);
+  static_assert(!kFp8 || (G * R <= kPersistPartRows && !kWide));
   static_assert(!kWide || (R == 1 && G == 1 && !kFp8 && !kNorm &&
                            NC * kPersistConsumers * 16 == kPersistStageBytes / sizeof(W) * 2));
   const int tid = threadIdx.x, t = tid % kGroupThreads, slot = tid / kGroupThreads;
@@ -338,14 +342,16 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
   float ss = 0.0f;
 #pragma unroll
   for (int jj = 0; jj < NC; ++jj) {
-    const int c = t + jj * kGroupThreads;
+    // FP8: lane `lane` of warp `warp` takes k = 256 (warp + 8 jj) + 8 lane
+    // (ring_tile_mma_fp8), so the block holds x once.
+    const int c = kFp8 ? (warp + 8 * jj) * 32 + lane : t + jj * kGroupThreads;
     if (c < nchunks) {
       float v[8];
       xfn(c, v);
       float n[8] = {1, 1, 1, 1, 1, 1, 1, 1};
       if constexpr (kNorm) {
         unpack8<T>(__ldg(reinterpret_cast<const uint4*>(norm_w) + c), n);
-        if (slot == 0)  // every group holds the whole x: count it once
+        if (kFp8 || slot == 0)  // every group holds the whole x: count it once
 #pragma unroll
           for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
       }
@@ -378,7 +384,8 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     for (int i = 0; i < kPersistWarps; ++i) ss += red[i];
     rstd = rsqrtf(ss / float(K) + eps);
   }
-  if constexpr (kFp8) {  // x -> e4m3 code values; rstd becomes x's scale
+  uint2 xq[kFp8 ? NC : 1];
+  if constexpr (kFp8) {  // x -> e4m3 codes; rstd becomes x's scale
     __shared__ float red_max[kPersistWarps];
     float amax = 0.0f;
 #pragma unroll
@@ -399,9 +406,13 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
       s = fp8_scale_for_dev(amax);
     }
 #pragma unroll
-    for (int jj = 0; jj < NC; ++jj)
+    for (int jj = 0; jj < NC; ++jj) {  // zeros past K quantize to code 0
+      uint32_t c[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) xr[jj][e] = fp8_code_value_dev(xr[jj][e], s);
+      for (int e = 0; e < 8; ++e) c[e] = fp8_quantize_dev(xr[jj][e], s);
+      xq[jj] = make_uint2(c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24,
+                          c[4] | c[5] << 8 | c[6] << 16 | c[7] << 24);
+    }
     rstd = s;
   }
 
@@ -421,7 +432,8 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     // and make sums nobody stores (the epilogue checks g < groups).
     typename Epi::Pre pre{};  // the epilogue's global reads, under the dot products
     if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
-    const unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes + slot * R * row_bytes;
+    const unsigned char* st =
+        rg.stages + size_t(buf) * kPersistStageBytes + (kFp8 ? 0 : slot * R * row_bytes);
     float acc[R];
     int buf2 = buf;  // kWide: the row's second stage
     if constexpr (kWide) {
@@ -432,14 +444,19 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
           acc[0]);
       ++j;
     } else if constexpr (kFp8) {
-      ring_tile_dot_fp8<R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
+      acc[0] = ring_tile_mma_fp8<G * R, NC>(st, row_bytes, K, warp, lane, xq);
     } else {
       ring_tile_dot<T, R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
     }
     __syncwarp();  // every lane is done reading the stage
+    if constexpr (kFp8) {  // lane l holds row ring_row_of_lane(l)'s sum
+      if (lane % (32 / (G * R)) == 0) rg.part[p][warp][ring_row_of_lane<G * R>(lane)] = acc[0];
+      __syncwarp();  // the part writes, before lane 0's release below
+    }
     if (lane == 0) {
+      if constexpr (!kFp8)
 #pragma unroll
-      for (int r = 0; r < R; ++r) rg.part[p][warp][r] = acc[r];
+        for (int r = 0; r < R; ++r) rg.part[p][warp][r] = acc[r];
       mbar_arrive(smem_u32(&rg.empty[buf]));
       if (kWide) mbar_arrive(smem_u32(&rg.empty[buf2]));
       mbar_arrive(smem_u32(&rg.done[p]));  // release: part is visible to the waiter
@@ -449,10 +466,18 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
       const int g = tile * G + lane;
       if (lane < G && g < groups) {
         float sum[R];
-        ring_group_sums<R, kWarpsPerGroup>(rg.part[p], lane, rstd, sum);
-        if constexpr (kFp8)
+        if constexpr (kFp8) {  // every warp took every row
 #pragma unroll
-          for (int r = 0; r < R; ++r) sum[r] *= __ldg(w_scale + epi.row(g, r));
+          for (int r = 0; r < R; ++r) {
+            sum[r] = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kPersistWarps; ++w) sum[r] += rg.part[p][w][lane * R + r];
+            sum[r] *= rstd;
+            sum[r] *= __ldg(w_scale + epi.row(g, r));
+          }
+        } else {
+          ring_group_sums<R, kWarpsPerGroup>(rg.part[p], lane, rstd, sum);
+        }
         epi.store(g, sum, pre);
       }
     }

@@ -142,32 +142,75 @@ __device__ __forceinline__ void ring_tile_dot2(const unsigned char* a, const uns
   acc = warp_sum(acc);
 }
 
-// The same over a stage of FP8 rows (e4m3 codes, W = uint8_t): chunk c is 8
-// codes at byte c * 8 (an 8-byte shared load: a warp reads 256 contiguous
-// bytes, conflict free), dequantized to their code values; the rows' scales
-// are applied to the sums by the caller.
-template <int R, int NC>
-__device__ __forceinline__ void ring_tile_dot_fp8(const unsigned char* st, uint32_t row_bytes,
-                                                  int t, int step, int nchunks,
-                                                  const float (&xr)[NC][8], float (&acc)[R]) {
+// A stage of FP8 rows (e4m3 codes) on the tensor cores: NR rows of row_bytes
+// = K at st, every warp over all of them, warp w taking the 256-byte chunks c
+// = w + 8 jj (jj < NC) of each row; lane l holds x's codes at k = 256 c + 8 l
+// (xq[jj], 8 codes; zero past K). One mma.m16n8k32 (e4m3, fp32 out) per row
+// and chunk: B's column n is the row's 32 bytes at 256 c + 32 n (lane (g, t)
+// = 4 g + t gives column g's k = 4 t..4 t + 3 and 16 + 4 t.. as its 8
+// contiguous bytes), A's rows g and g + 8 the same 8 bytes of x; a dot
+// product does not care in which order k is taken, as long as A and B agree.
+// C's diagonal (row g = column n) is the chunk's segment n . x: lane (g, t)
+// holds C[g][2t] (c0) and C[g][2t + 1] (c1), the diagonal where g = 2t or
+// 2t + 1. So one instruction takes 256 weight bytes, 16x the work a
+// row-times-vector needs, where the SIMT form paid a conversion to f16x2,
+// two to f32 and an FMA per byte. Each mma starts from zero C and its
+// diagonal is added in fp32 (the tensor cores' FP8 accumulation keeps fewer
+// bits, e.g. bench/kernels/NOTES.md "FP8 on the H200").
+// out: the rows' sums, warp-reduced: lane l holds row ring_row_of_lane<NR>(l).
+template <int NR, int NC>
+__device__ __forceinline__ float ring_tile_mma_fp8(const unsigned char* st, uint32_t row_bytes,
+                                                   int K, int warp, int lane,
+                                                   const uint2 (&xq)[NC]) {
+  static_assert(NR >= 1 && NR <= 32 && (NR & (NR - 1)) == 0);
+  const int g = lane / 4, t = lane % 4;
+  const float m0 = g == 2 * t ? 1.0f : 0.0f, m1 = g == 2 * t + 1 ? 1.0f : 0.0f;
+  float v[NR];
 #pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  for (int n = 0; n < NR; ++n) {
+    v[n] = 0.0f;
 #pragma unroll
-  for (int jj = 0; jj < NC; ++jj) {
-    const int c = t + jj * step;
-    if (c < nchunks) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const uint2 w = *reinterpret_cast<const uint2*>(st + r * row_bytes + size_t(c) * 8);
-        float f[8];
-        unpack8_fp8(w, f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
+    for (int jj = 0; jj < NC; ++jj) {
+      const int k0 = (warp + 8 * jj) * 256;
+      if (k0 < K) {  // warp-uniform: the mma takes every lane
+        const int k = k0 + 8 * lane;
+        const uint2 w = k < K ? *reinterpret_cast<const uint2*>(st + n * row_bytes + k)
+                              : make_uint2(0u, 0u);
+        float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, "
+            "{%4,%4,%5,%5}, {%6,%7}, {%0,%1,%2,%3};\n"
+            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+            : "r"(xq[jj].x), "r"(xq[jj].y), "r"(w.x), "r"(w.y));
+        v[n] += d0 * m0 + d1 * m1;
       }
     }
   }
+  // Sum each row over the lanes, halving the rows each step (lanes with bit
+  // o of their index keep the upper half): NR - 1 + 5 - log2(NR) shuffles,
+  // not 5 per row.
+  int o = 16;
 #pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+  for (int h = NR / 2; h >= 1; h /= 2, o /= 2) {
+    const bool up = lane & o;
+#pragma unroll
+    for (int i = 0; i < h; ++i) {
+      const float send = up ? v[i] : v[i + h], keep = up ? v[i + h] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  for (; o >= 1; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+  return v[0];
+}
+
+// The row whose sum lane l holds after ring_tile_mma_fp8<NR>: the top
+// log2(NR) bits of l, the first step's bit the highest.
+template <int NR>
+__device__ __forceinline__ int ring_row_of_lane(int lane) {
+  int r = 0;
+#pragma unroll
+  for (int h = NR / 2, o = 16; h >= 1; h /= 2, o /= 2) r += lane & o ? h : 0;
+  return r;
 }
 
 // A tile's epilogue, lane `group` of its warp: sum[r] = rstd * the partial sums
