@@ -30,6 +30,13 @@ closer to torch's FP8 ones than torch's FP8 logits are to its 16-bit ones
 (mean relative L2 over the rows): hayate moves the logits the way the
 quantization does, not elsewhere.
 
+With meta.txt's `kv_cache_dtype fp8` (hf_check_dump ... kv8: hayate's e4m3 KV
+pools, per-tensor scales 1.0) the torch attention reads K and V rounded the
+same way: each element of the roped keys and of the values clamped to +-448
+and cast to float8_e4m3fn and back (an attention function registered with
+transformers' AttentionInterface around its eager one); the 16-bit reference
+of the relative criterion then drops both the W8A8 and the K/V rounding.
+
 Usage: python3 tools/hf_8b_check.py DIR   (DIR written by hf_check_dump)
 Exit status 0 when both criteria hold.
 """
@@ -98,6 +105,18 @@ def e4m3_fake_quant(x):
     return (x / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).float() * s
 
 
+def e4m3_kv_attention(module, query, key, value, attention_mask, **kwargs):
+    """transformers' eager attention over K and V rounded to e4m3 (scale 1.0),
+    as hayate's --kv-cache-dtype fp8 pools hold them."""
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+
+    if Fp8Linear.quantize:
+        def q(t):
+            return t.float().clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).to(t.dtype)
+        key, value = q(key), q(value)
+    return eager_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+
 class Fp8Linear(torch.nn.Module):
     """W8A8 as hayate runs it: the weight's e4m3 values per output row (fp32),
     the input quantized per token, the product in fp32."""
@@ -140,11 +159,14 @@ def main():
     meta = dict(line.split() for line in open(f"{d}/meta.txt") if line.strip())
     seed, n = int(meta["seed"]), int(meta["n"])
     fp8 = meta.get("quantization", "none") == "fp8"
+    kv8 = meta.get("kv_cache_dtype", "auto") == "fp8"
+    if kv8:
+        transformers.AttentionInterface.register("e4m3_kv", e4m3_kv_attention)
     dtype = torch.float16 if meta["dtype"] == "float16" else torch.bfloat16
     dev = torch.device("cuda")
     t0 = time.time()
     config = LlamaConfig(**{k: v for k, v in cfg_json.items() if k not in ("architectures", "torch_dtype", "model_type")},
-                         attn_implementation="eager")
+                         attn_implementation="e4m3_kv" if kv8 else "eager")
     torch.set_default_dtype(dtype)
     with torch.device("meta"):
         model = LlamaForCausalLM(config)
@@ -208,7 +230,7 @@ def main():
     print(f"logits rel L2 per row: max {rel.max().item():.3e}, mean {rel.mean().item():.3e}; "
           f"max |diff| {(ours - ref).abs().max().item():.3e} (logit scale {ref.abs().max().item():.2f})")
     ok = agree >= 0.99 and rel.max().item() <= 2e-2
-    if fp8:
+    if fp8 or kv8:
         fixed = agree >= 0.95 and rel.max().item() <= 8e-2
         print(f"fixed bounds (top-1 >= 95 %, rel L2 <= 8e-2): {'met' if fixed else 'missed'}")
         Fp8Linear.quantize = False
@@ -224,7 +246,8 @@ def main():
         ok = rel.mean().item() < q_rel.mean().item()
         print(f"relative criterion (hayate-vs-torch fp8 {rel.mean().item():.3e} < "
               f"torch fp8-vs-16-bit {q_rel.mean().item():.3e}): {'met' if ok else 'missed'}")
-    print(f"quantization: {'fp8 (W8A8, fake-quantized in torch)' if fp8 else 'none'}")
+    print(f"quantization: {'fp8 (W8A8, fake-quantized in torch)' if fp8 else 'none'}; "
+          f"KV cache: {'e4m3 (fake-quantized in torch)' if kv8 else '16-bit'}")
     print("hf_8b_check:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 

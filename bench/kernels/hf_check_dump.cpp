@@ -9,8 +9,9 @@
 // With `decode` the logits come from n single-token steps (bucket 1's decode
 // graph: the persistent kernel) instead of one prefill chunk of n tokens.
 // With `fp8` (a 6th argument) the model runs --quantization fp8 and meta.txt
-// says so (the Python side applies the same fake quantization).
-// Usage: hf_check_dump DIR [dummy:NAME] [n] [float16|bfloat16] [decode|prefill] [fp8]
+// says so (the Python side applies the same fake quantization); with `kv8`
+// (a 7th) the KV cache is e4m3 too (--kv-cache-dtype fp8, scales 1.0).
+// Usage: hf_check_dump DIR [dummy:NAME] [n] [float16|bfloat16] [decode|prefill] [fp8|none] [kv8]
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
     const std::string dt = argc > 4 ? argv[4] : "float16";
     const bool decode = argc > 5 && std::string(argv[5]) == "decode";
     const bool fp8 = argc > 6 && std::string(argv[6]) == "fp8";
+    const bool kv8 = argc > 7 && std::string(argv[7]) == "kv8";
     const uint64_t seed = 0;
     Model m = load_model(spec, seed, HAYATE_ASSETS_DIR);
     if (fp8) apply_quantization(m, "fp8");
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
     o.max_num_batched_tokens = std::max(n, 1);
     o.max_logit_rows = n;
     o.dtype = dt == "bfloat16" ? DType::BF16 : DType::F16;
+    o.kv_cache_dtype = kv8 ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto;
     auto b = make_cuda_batch_backend(m, o);
     std::vector<int32_t> tokens(n), table(size_t(o.num_blocks));
     for (int i = 0; i < n; ++i)
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
       w << '\n';
     }
     std::ofstream(dir + "/meta.txt") << "seed " << seed << "\ndtype " << dt << "\nn " << n
-                                     << "\nquantization " << (fp8 ? "fp8" : "none") << "\n";
+                                     << "\nquantization " << (fp8 ? "fp8" : "none")
+                                     << "\nkv_cache_dtype " << (kv8 ? "fp8" : "auto") << "\n";
     std::ofstream(dir + "/tokens.bin", std::ios::binary)
         .write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 4));
     std::ofstream(dir + "/logits.bin", std::ios::binary)
