@@ -52,8 +52,8 @@ struct LaunchConfig {
   size_t smem = 0;
   cudaStream_t stream = nullptr;
   // Programmatic dependent launch: the kernel may start while the previous
-  // kernel on the stream is finishing; it must call griddep_wait() before
-  // reading that kernel's outputs (see pdl.cuh).
+  // kernel on the stream is finishing; it must call griddep_enter() before
+  // reading that kernel's outputs (kernels/common.cuh).
   bool pdl = false;
   // Cooperative launch: every block resident at once (the grid barriers of
   // the persistent decode kernel need it); the runtime refuses a grid that

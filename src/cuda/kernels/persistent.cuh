@@ -57,7 +57,7 @@ constexpr int kPersistThreads = kPersistConsumers + 32;  // + the producer warp
 constexpr int kPersistParts = 2 * kPersistStages;   // `done` slots: see persist_consume
 constexpr int kPersistPartRows = 8;  // rows of a tile's partial sums: 2 (16-bit), 8 (FP8)
 constexpr int kPersistMaxGroup = 4;                 // query heads per attention unit
-constexpr int kPersistMaxSplits = 16;               // attention splits per kv head
+constexpr int kPersistMaxSplits = 16;               // attention splits per attention unit
 constexpr int kPersistTile = 64;                    // keys per attention tile
 // Wide down rows (persist_produce): x's chunks past the first stage's, in
 // shared memory; 384 chunks of 8 make K <= 16384 + 3072 = 19456 (Qwen2.5-7B:
