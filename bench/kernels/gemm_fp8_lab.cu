@@ -78,7 +78,7 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
     HAYATE_CUDA_CHECK(cudaMemcpyAsync(wq.as<uint8_t>() + c * wbytes, wq.as(), wbytes,
                                       cudaMemcpyDeviceToDevice, s));
   std::vector<uint8_t> wc(wbytes);
-  std::vector<float> ws(size_t(N));
+  std::vector<float> ws(static_cast<size_t>(N));
   HAYATE_CUDA_CHECK(cudaStreamSynchronize(s));
   HAYATE_CUDA_CHECK(cudaMemcpy(wc.data(), wq.as(), wbytes, cudaMemcpyDeviceToHost));
   HAYATE_CUDA_CHECK(cudaMemcpy(ws.data(), wsc.as(), ws.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -90,7 +90,7 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
     fill_dummy<T>(xh.as<T>(), size_t(m) * K, 5, uint64_t(m), 1.0f, 0.0f, 0, s);
     quantize_rows_fp8(xh.as<T>(), m, K, 0.0f, xq.as<uint8_t>(), xsd.as<float>(), s);
     std::vector<uint8_t> xc(size_t(m) * K);
-    std::vector<float> xs(size_t(m));
+    std::vector<float> xs(static_cast<size_t>(m));
     HAYATE_CUDA_CHECK(cudaStreamSynchronize(s));
     HAYATE_CUDA_CHECK(cudaMemcpy(xc.data(), xq.as(), xc.size(), cudaMemcpyDeviceToHost));
     HAYATE_CUDA_CHECK(cudaMemcpy(xs.data(), xsd.as(), xs.size() * sizeof(float), cudaMemcpyDeviceToHost));
