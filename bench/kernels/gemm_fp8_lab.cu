@@ -3,7 +3,8 @@
 // per token), m = 1 .. 64 (and 128 for cuBLASLt), through
 //   lt     cuBLASLt, outer-vector scales, the fastest of the heuristic's first
 //          8 algorithms (LtGemm::tune), as the backend runs it
-//   hand   gemm_fp8_small (src/cuda/kernels/gemm_fp8_small.cu), every tile
+//   hand   gemm_fp8_small (src/cuda/kernels/gemm_fp8_small.cu), every tile of
+//          kTiles (rows per warp x K groups x row warps)
 // against the byte floor (N K bytes over the read probe). Weights rotate over
 // copies totalling >= 256 MB so that no product reads them from L2 (a step's
 // layers have distinct weights). Each variant is checked on 256 sampled
@@ -31,6 +32,11 @@ namespace {
 using T = half;
 constexpr int kReps = 20, kChecks = 256;
 constexpr size_t kRotateBytes = size_t(256) << 20;
+// {weight rows per warp, K groups, row warps sharing staged activations}.
+constexpr Fp8SmallTile kTiles[] = {{16, 2, 1}, {16, 4, 1}, {16, 8, 1}, {32, 2, 1}, {32, 4, 1},
+                                   {32, 8, 1}, {64, 2, 1}, {64, 4, 1}, {64, 8, 1}, {16, 2, 2},
+                                   {16, 4, 2}, {32, 2, 2}, {32, 4, 2}, {16, 2, 4}, {32, 2, 4},
+                                   {16, 1, 4}, {32, 1, 4}, {16, 1, 8}, {32, 1, 8}};
 
 struct Shape {
   const char* name;
@@ -81,7 +87,8 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
   std::vector<float> ws(static_cast<size_t>(N));
   HAYATE_CUDA_CHECK(cudaStreamSynchronize(s));
   HAYATE_CUDA_CHECK(cudaMemcpy(wc.data(), wq.as(), wbytes, cudaMemcpyDeviceToHost));
-  HAYATE_CUDA_CHECK(cudaMemcpy(ws.data(), wsc.as(), ws.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  HAYATE_CUDA_CHECK(
+      cudaMemcpy(ws.data(), wsc.as(), ws.size() * sizeof(float), cudaMemcpyDeviceToHost));
   const double floor_us = double(wbytes) / read_gbs / 1e3;
   const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : CUDA_R_16F;
 
@@ -93,7 +100,8 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
     std::vector<float> xs(static_cast<size_t>(m));
     HAYATE_CUDA_CHECK(cudaStreamSynchronize(s));
     HAYATE_CUDA_CHECK(cudaMemcpy(xc.data(), xq.as(), xc.size(), cudaMemcpyDeviceToHost));
-    HAYATE_CUDA_CHECK(cudaMemcpy(xs.data(), xsd.as(), xs.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    HAYATE_CUDA_CHECK(
+        cudaMemcpy(xs.data(), xsd.as(), xs.size() * sizeof(float), cudaMemcpyDeviceToHost));
     DeviceBuffer y(size_t(m) * N * sizeof(E));
     E* dy = y.as<E>();
     const auto wcopy = [&](int i) { return wq.as<uint8_t>() + size_t(i % copies) * wbytes; };
@@ -112,32 +120,32 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
     std::string tiles;
     double best_us = 0, best_err = 0;
     Fp8SmallTile best{};
-    for (int rows : {16, 32, 64})
-      for (int kw : {2, 4, 8}) {
-        const Fp8SmallTile tile{rows, kw};
-        if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
-        const auto run_hand = [&](int i) {
-          gemm_fp8_small(wcopy(i), wsc.as<float>(), xq.as<uint8_t>(), xsd.as<float>(), m, N, K, dy,
-                         sh.accumulate, tile, s);
-        };
-        const double us = median_ms(s, kReps, run_hand) * 1e3;
-        HAYATE_CUDA_CHECK(cudaMemsetAsync(dy, 0, y.bytes(), s));
-        run_hand(0);
-        const double err = check(wc, ws, xc, xs, m, N, K, dy);
-        char buf[64];
-        std::snprintf(buf, sizeof buf, " %dx%d:%.1f", rows, kw, us);
-        tiles += buf;
-        if (best_us == 0 || us < best_us) best_us = us, best = tile, best_err = err;
-      }
+    for (const Fp8SmallTile tile : kTiles) {
+      if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
+      const auto run_hand = [&](int i) {
+        gemm_fp8_small(wcopy(i), wsc.as<float>(), xq.as<uint8_t>(), xsd.as<float>(), m, N, K, dy,
+                       sh.accumulate, tile, s);
+      };
+      const double us = median_ms(s, kReps, run_hand) * 1e3;
+      HAYATE_CUDA_CHECK(cudaMemsetAsync(dy, 0, y.bytes(), s));
+      run_hand(0);
+      const double err = check(wc, ws, xc, xs, m, N, K, dy);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " %dx%dx%d:%.1f%s", tile.rows, tile.k_warps, tile.row_warps,
+                    us, err > 2e-3 ? "(WRONG)" : "");
+      tiles += buf;
+      if (best_us == 0 || us < best_us) best_us = us, best = tile, best_err = err;
+    }
     if (best_us > 0)
       std::printf(
           "%-8s m %3d  floor %6.1f us  lt %6.1f us (%3.0f %%)  hand %6.1f us (%3.0f %% of probe, "
-          "%dx%d)  lt/hand %.2fx  err hand %.1e lt %.1e\n",
+          "%dx%dx%d)  lt/hand %.2fx  err hand %.1e lt %.1e\n",
           sh.name, m, floor_us, lt_us, 100 * floor_us / lt_us, best_us, 100 * floor_us / best_us,
-          best.rows, best.k_warps, lt_us / best_us, best_err, lt_err);
+          best.rows, best.k_warps, best.row_warps, lt_us / best_us, best_err, lt_err);
     else
-      std::printf("%-8s m %3d  floor %6.1f us  lt %6.1f us (%3.0f %%)  hand: unsupported  err lt %.1e\n",
-                  sh.name, m, floor_us, lt_us, 100 * floor_us / lt_us, lt_err);
+      std::printf(
+          "%-8s m %3d  floor %6.1f us  lt %6.1f us (%3.0f %%)  hand: unsupported  err lt %.1e\n",
+          sh.name, m, floor_us, lt_us, 100 * floor_us / lt_us, lt_err);
     if (!tiles.empty()) std::printf("         tiles (us):%s\n", tiles.c_str());
     std::fflush(stdout);
   }
@@ -172,4 +180,6 @@ int run() {
 }  // namespace
 }  // namespace hayate::cuda
 
-int main() { return hayate::cuda::run(); }
+int main() {
+  return hayate::cuda::run();
+}

@@ -217,8 +217,11 @@ class BatchGemm {
   // "lt" for the tile where cuBLASLt won.
   std::string tune_small(const char* name, const LtShape& sh, const std::vector<Fp8Linear>& Ws,
                          const TuneBuffers& b, int max_tokens, void* y) {
-    static constexpr Fp8SmallTile kTiles[] = {{16, 2}, {16, 4}, {16, 8}, {32, 2}, {32, 4},
-                                              {32, 8}, {64, 2}, {64, 4}, {64, 8}};
+    // {rows per warp, K groups, row warps}: the lab's set (gemm_fp8_lab).
+    static constexpr Fp8SmallTile kTiles[] = {
+        {16, 2, 1}, {16, 4, 1}, {16, 8, 1}, {32, 2, 1}, {32, 4, 1}, {32, 8, 1}, {64, 2, 1},
+        {64, 4, 1}, {64, 8, 1}, {16, 2, 2}, {16, 4, 2}, {32, 2, 2}, {32, 4, 2}, {16, 2, 4},
+        {32, 2, 4}};
     constexpr int kReps = 3;
     const int N = sh.N, K = sh.K;
     const float nl = float(Ws.size());
@@ -251,7 +254,7 @@ class BatchGemm {
       }
       const auto& p = picks[size_t(c)];
       r += cat(" ", m, ":", int(best_ms / nl * 1000.0f), "/", int(lt_ms / nl * 1000.0f),
-               p ? cat("(", p->rows, "x", p->k_warps, ")") : std::string("(lt)"));
+               p ? cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")") : std::string("(lt)"));
     }
     small_[sh.key()] = picks;
     return r;

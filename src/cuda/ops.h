@@ -197,12 +197,14 @@ void rmsnorm_fp8(const float* x, const T* w, int n, int dim, float eps, float st
 // y [m, N] (E: float, half or bf16) = x_scale[i] w_scale[n] sum_k xq[i, k]
 // W[n, k] (+ y when accumulate), W [N, K] and xq [m, K] e4m3 codes (16-byte
 // aligned), scales fp32 [N] and [m]: BatchGemm::fp8's product, for m <=
-// kFp8SmallMaxRows. A block per `rows` weight rows, its k_warps warps split K;
+// kFp8SmallMaxRows. A block per rows * row_warps weight rows, its k_warps groups split K;
 // the backend times the tiles against cuBLASLt at start-up (batch_gemm.h).
 constexpr int kFp8SmallMaxRows = 64;
 struct Fp8SmallTile {
-  int rows = 32;    // weight rows per block: 16, 32 (m <= 64) or 64 (m <= 32)
-  int k_warps = 8;  // warps per block, each a K / k_warps slice: 1, 2, 4 or 8
+  int rows = 32;      // weight rows per warp: 16, 32 (m <= 64) or 64 (m <= 32, row_warps 1)
+  int k_warps = 8;    // K groups per block, each a K / k_warps slice: 1, 2, 4 or 8
+  int row_warps = 1;  // warps per K group side by side over rows, sharing the group's staged
+                      // activations: 1, 2 or 4 (2, 4: m > 8); k_warps * row_warps <= 8
 };
 bool gemm_fp8_small_supported(int m, int N, int K, Fp8SmallTile tile);
 template <typename E>

@@ -67,34 +67,38 @@ TYPED_TEST(Fp8SmallGemmTest, MatchesDoubleSumOfTheCodes) {
       Dev<float> dxs(xs), dws(ws);
       int ran = 0;
       for (int rows : {16, 32, 64})
-        for (int kw : {1, 2, 4, 8}) {
-          const Fp8SmallTile tile{rows, kw};
-          if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
-          SCOPED_TRACE(::testing::Message() << "tile " << rows << " x " << kw);
-          ++ran;
-          // fp32 y += product (o_proj, down).
-          Dev<float> yf(y0);
-          gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yf.get(), true, tile, s);
-          // T y = product, into poison (QKV, gate/up); and T y += product.
-          Dev<T> yt(size_t(m) * N);
-          gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yt.get(), false, tile, s);
-          std::vector<float> y0t = y0;
-          round_to<T>(y0t);
-          Dev<T> yta = dev_t<T>(y0t);
-          gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yta.get(), true, tile, s);
-          const std::vector<float> got = yf.download(), got_t = download_f(yt),
-                                   got_ta = download_f(yta);
-          std::vector<float> want(ref.size()), want_acc(ref.size()), want_acc_t(ref.size());
-          for (size_t i = 0; i < ref.size(); ++i) {
-            want[i] = float(ref[i]);
-            want_acc[i] = float(ref[i] + y0[i]);
-            want_acc_t[i] = float(ref[i] + y0t[i]);
-            worst = std::max(worst, std::fabs(got[i] - (ref[i] + y0[i])) / scale);
+        for (int kw : {1, 2, 4, 8})
+          for (int nr : {1, 2, 4}) {
+            const Fp8SmallTile tile{rows, kw, nr};
+            if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
+            SCOPED_TRACE(::testing::Message() << "tile " << rows << " x " << kw << " x " << nr);
+            ++ran;
+            // fp32 y += product (o_proj, down).
+            Dev<float> yf(y0);
+            gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yf.get(), true, tile,
+                           s);
+            // T y = product, into poison (QKV, gate/up); and T y += product.
+            Dev<T> yt(size_t(m) * N);
+            gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yt.get(), false, tile,
+                           s);
+            std::vector<float> y0t = y0;
+            round_to<T>(y0t);
+            Dev<T> yta = dev_t<T>(y0t);
+            gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yta.get(), true, tile,
+                           s);
+            const std::vector<float> got = yf.download(), got_t = download_f(yt),
+                                     got_ta = download_f(yta);
+            std::vector<float> want(ref.size()), want_acc(ref.size()), want_acc_t(ref.size());
+            for (size_t i = 0; i < ref.size(); ++i) {
+              want[i] = float(ref[i]);
+              want_acc[i] = float(ref[i] + y0[i]);
+              want_acc_t[i] = float(ref[i] + y0t[i]);
+              worst = std::max(worst, std::fabs(got[i] - (ref[i] + y0[i])) / scale);
+            }
+            expect_close(got, want_acc, float(1e-3 * scale), 1e-5f, "fp32 +=");
+            expect_close(got_t, want, float(1e-3 * scale), rtol_t, "T out");
+            expect_close(got_ta, want_acc_t, float(1e-3 * scale), rtol_t, "T +=");
           }
-          expect_close(got, want_acc, float(1e-3 * scale), 1e-5f, "fp32 +=");
-          expect_close(got_t, want, float(1e-3 * scale), rtol_t, "T out");
-          expect_close(got_ta, want_acc_t, float(1e-3 * scale), rtol_t, "T +=");
-        }
       EXPECT_GT(ran, 0) << "no tile supports this shape";
     }
   }
@@ -105,11 +109,15 @@ TYPED_TEST(Fp8SmallGemmTest, MatchesDoubleSumOfTheCodes) {
 TEST(Fp8SmallGemm, RefusesWhatItDoesNotSupport) {
   const Fp8SmallTile tile{32, 8};
   EXPECT_TRUE(gemm_fp8_small_supported(64, 4096, 4096, tile));
-  EXPECT_FALSE(gemm_fp8_small_supported(65, 4096, 4096, tile));  // rows past the kernel's
-  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4000, tile));   // K not 64 per warp
+  EXPECT_FALSE(gemm_fp8_small_supported(65, 4096, 4096, tile));     // rows past the kernel's
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4000, tile));      // K not 64 per warp
   EXPECT_FALSE(gemm_fp8_small_supported(64, 4096, 4096, {64, 8}));  // 64-row tile: m <= 32
   EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {48, 8}));
   EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {32, 3}));
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {32, 2, 2}));  // staging: m > 8
+  EXPECT_TRUE(gemm_fp8_small_supported(9, 4096, 4096, {32, 2, 2}));
+  EXPECT_FALSE(gemm_fp8_small_supported(16, 4096, 4096, {32, 4, 4}));  // 16 warps
+  EXPECT_FALSE(gemm_fp8_small_supported(16, 4096, 4096, {64, 2, 2}));  // 64 rows: 1 row warp
   // The launcher refuses before touching the GPU.
   EXPECT_THROW(gemm_fp8_small<float>(nullptr, nullptr, nullptr, nullptr, 65, 4096, 4096, nullptr,
                                      false, tile, nullptr),
