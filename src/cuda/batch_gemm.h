@@ -7,6 +7,9 @@
 //         shape; other row counts cublasGemmEx; QKV and gate/up written in T.
 //   ex16: cublasGemmEx only, QKV and gate/up written in T.
 //   ex:   cublasGemmEx only, fp32 outputs everywhere (the path before the lab).
+// FP8 weights (W8A8) take cuBLASLt on every path, and up to 64 rows the hand
+// kernel gemm_fp8_small where it won the start-up timing (bench/kernels/NOTES.md,
+// "FP8 GEMM at few rows").
 // Used from one .cu file only, so the class template lives in this header.
 #pragma once
 
@@ -15,10 +18,14 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -28,6 +35,7 @@
 #include "cuda/gemm_lt.h"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
+#include "cuda/stream_timing.h"
 #include "cuda/weights.h"
 #include "core/switches.h"
 
@@ -80,13 +88,20 @@ class BatchGemm {
   }
 
   // The FP8 product (W8A8): y [m, N] = x_scale[i] W.scale[n] (xq [m, K] .
-  // W.w [N, K]^T) (+ y), e4m3 operands, fp32 accumulation, y in E; the
-  // algorithm tuned for m rows, else cuBLASLt's first pick for m.
+  // W.w [N, K]^T) (+ y), e4m3 operands, fp32 accumulation, y in E. Up to 64
+  // rows: the hand kernel (gemm_fp8_small) where it beat cuBLASLt at start-up
+  // for m's row class; else the cuBLASLt algorithm tuned for m, else
+  // cuBLASLt's first pick for m.
   template <typename E>
   void fp8(const Fp8Linear& W, const uint8_t* xq, const float* x_scale, int m, int N, int K, E* y,
            bool accumulate) const {
     const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : cublas_type<T>();
-    lt_->run_any({N, K, CUDA_R_8F_E4M3, out, accumulate}, m, W.w, xq, y, s_, {W.scale, x_scale});
+    const LtShape sh{N, K, CUDA_R_8F_E4M3, out, accumulate};
+    if (const Fp8SmallTile* tile = small_tile(sh, m)) {
+      gemm_fp8_small(W.w, W.scale, xq, x_scale, m, N, K, y, accumulate, *tile, s_);
+      return;
+    }
+    lt_->run_any(sh, m, W.w, xq, y, s_, {W.scale, x_scale});
   }
 
   // Buffers the start-up timing fills and overwrites (before any step):
@@ -108,8 +123,10 @@ class BatchGemm {
   // the fastest kept (GemmEx won e.g. down at 16,384 rows in the GEMM lab).
   // Once, before capture: nothing is timed or queried per step. Prints the
   // picks to stderr.
-  void tune_model(const ModelConfig& c, const LayerWeights<T>& L, const T* lm_head, int max_tokens,
-                  int max_seqs, const TuneBuffers& b) {
+  void tune_model(const ModelConfig& c, std::span<const LayerWeights<T>> layers, const T* lm_head,
+                  int max_tokens, int max_seqs, const TuneBuffers& b) {
+    HAYATE_CHECK(!layers.empty(), "tune_model: no layers");
+    const LayerWeights<T>& L = layers[0];
     if (!lt_path_ && !L.qkv8.w) return;
     const int D = c.hidden_size, I = c.intermediate_size, qd = c.q_dim();
     const auto tiers = [](int top, int also) {
@@ -150,6 +167,18 @@ class BatchGemm {
       tune8("o", {D, qd, e, f, true}, L.o8, b.h);
       tune8("gate_up", {2 * I, D, e, t, false}, L.gate_up8, b.big);
       tune8("down", {D, I, e, f, true}, L.down8, b.h);
+      const auto linears = [&](Fp8Linear LayerWeights<T>::*which) {
+        std::vector<Fp8Linear> v;  // up to 8 layers: distinct weights, as in a step
+        for (size_t l = 0; l < std::min<size_t>(layers.size(), 8); ++l) v.push_back(layers[l].*which);
+        return v;
+      };
+      r += " |";
+      r += tune_small("qkv", {c.qkv_dim(), D, e, t, false}, linears(&LayerWeights<T>::qkv8), b, max_tokens, b.big);
+      r += tune_small("o", {D, qd, e, f, true}, linears(&LayerWeights<T>::o8), b, max_tokens, b.h);
+      r += tune_small("gate_up", {2 * I, D, e, t, false}, linears(&LayerWeights<T>::gate_up8), b,
+                      max_tokens, b.big);
+      r += tune_small("down", {D, I, e, f, true}, linears(&LayerWeights<T>::down8), b, max_tokens,
+                      b.h);
     } else {
       tune("qkv", {c.qkv_dim(), D, t, t, false}, rows, L.wqkv, b.x, b.big);
       tune("o", {D, qd, t, f, true}, rows, L.wo, b.attn, b.h);
@@ -167,6 +196,70 @@ class BatchGemm {
   }
 
  private:
+  // Row classes of the hand FP8 kernel: up to 8, 16, 32, 64 rows (its token
+  // groups are padded to a power of two, so a class's rows cost about the same).
+  static constexpr int kSmallClasses = 4;
+  static int small_class(int m) { return m <= 8 ? 0 : m <= 16 ? 1 : m <= 32 ? 2 : 3; }
+
+  const Fp8SmallTile* small_tile(const LtShape& sh, int m) const {
+    if (m < 1 || m > kFp8SmallMaxRows) return nullptr;
+    const auto it = small_.find(sh.key());
+    if (it == small_.end()) return nullptr;
+    const std::optional<Fp8SmallTile>& t = it->second[size_t(small_class(m))];
+    return t && gemm_fp8_small_supported(m, sh.N, sh.K, *t) ? &*t : nullptr;
+  }
+
+  // For each row class: cuBLASLt (run_any: tuned or first pick) and every
+  // tile of the hand kernel at the class's largest row count (at most
+  // max_tokens), each rep one pass over `Ws` (a product per layer, so the
+  // weights stream from memory as in a step, not from L2); keeps the fastest
+  // tile where it beats cuBLASLt. Returns " name m:hand/lt(tile)" per class,
+  // "lt" for the tile where cuBLASLt won.
+  std::string tune_small(const char* name, const LtShape& sh, const std::vector<Fp8Linear>& Ws,
+                         const TuneBuffers& b, int max_tokens, void* y) {
+    // {rows per warp, K groups, row warps}: the lab's set (gemm_fp8_lab).
+    static constexpr Fp8SmallTile kTiles[] = {
+        {16, 2, 1}, {16, 4, 1}, {16, 8, 1}, {32, 2, 1}, {32, 4, 1}, {32, 8, 1}, {64, 2, 1},
+        {64, 4, 1}, {64, 8, 1}, {16, 2, 2}, {16, 4, 2}, {32, 2, 2}, {32, 4, 2}, {16, 2, 4},
+        {32, 2, 4}};
+    constexpr int kReps = 3;
+    const int N = sh.N, K = sh.K;
+    const float nl = float(Ws.size());
+    std::array<std::optional<Fp8SmallTile>, kSmallClasses> picks{};
+    std::string r = cat(" ", name);
+    for (int c = 0; c < kSmallClasses; ++c) {
+      if ((c == 0 ? 1 : (8 << (c - 1)) + 1) > max_tokens) break;  // the class's fewest rows
+      const int m = std::min(8 << c, max_tokens);
+      const auto hand = [&](Fp8SmallTile tile) {
+        for (const Fp8Linear& W : Ws) {
+          if (sh.out == CUDA_R_32F)
+            gemm_fp8_small(W.w, W.scale, b.xq, b.xs, m, N, K, static_cast<float*>(y),
+                           sh.accumulate, tile, s_);
+          else
+            gemm_fp8_small(W.w, W.scale, b.xq, b.xs, m, N, K, static_cast<T*>(y), sh.accumulate,
+                           tile, s_);
+        }
+      };
+      const float lt_ms = median_ms_on_stream(s_, 1, kReps, [&] {
+        for (const Fp8Linear& W : Ws) lt_->run_any(sh, m, W.w, b.xq, y, s_, {W.scale, b.xs});
+      });
+      float best_ms = lt_ms;
+      for (const Fp8SmallTile& tile : kTiles) {
+        if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
+        const float ms = median_ms_on_stream(s_, 1, kReps, [&] { hand(tile); });
+        if (ms < best_ms) {
+          best_ms = ms;
+          picks[size_t(c)] = tile;
+        }
+      }
+      const auto& p = picks[size_t(c)];
+      r += cat(" ", m, ":", int(best_ms / nl * 1000.0f), "/", int(lt_ms / nl * 1000.0f),
+               p ? cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")") : std::string("(lt)"));
+    }
+    small_[sh.key()] = picks;
+    return r;
+  }
+
   // Column-major view: y^T (N x m) = W^T (N x K, W stored K x N) . x^T (K x m).
   void ex(const T* W, const T* x, int m, int N, int K, void* y, cudaDataType_t out,
           bool accumulate) const {
@@ -182,6 +275,8 @@ class BatchGemm {
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer ws_;
   std::unique_ptr<LtGemm> lt_;
+  // The hand FP8 kernel's tile per shape and row class; none: cuBLASLt.
+  std::map<LtShape::Key, std::array<std::optional<Fp8SmallTile>, kSmallClasses>> small_;
 };
 
 }  // namespace hayate::cuda

@@ -173,7 +173,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     persistent_ = persistent_ && !kv8_;
     pdl_ = !w_.fp8;  // the FP8 layers' kernels are launched plainly
     alloc_workspace();
-    gemm_->tune_model(c_, w_.layers[0], w_.lm_head, max_tokens_, max_seqs_,
+    gemm_->tune_model(c_, w_.layers, w_.lm_head, max_tokens_, max_seqs_,
                       {xn_, attn_, last_, big_, h_, logits_, xq_, xs_});
     alloc_pool(o);
     if (persistent_) init_persistent(o);

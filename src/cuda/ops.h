@@ -193,6 +193,25 @@ template <typename T>
 void rmsnorm_fp8(const float* x, const T* w, int n, int dim, float eps, float static_scale,
                  uint8_t* out, float* scale, cudaStream_t s);
 
+// ---- gemm_fp8_small.cu: the FP8 product at few rows (W8A8) ---------------------
+// y [m, N] (E: float, half or bf16) = x_scale[i] w_scale[n] sum_k xq[i, k]
+// W[n, k] (+ y when accumulate), W [N, K] and xq [m, K] e4m3 codes (16-byte
+// aligned), scales fp32 [N] and [m]: BatchGemm::fp8's product, for m <=
+// kFp8SmallMaxRows. A block per rows * row_warps weight rows, its k_warps groups split K;
+// the backend times the tiles against cuBLASLt at start-up (batch_gemm.h).
+constexpr int kFp8SmallMaxRows = 64;
+struct Fp8SmallTile {
+  int rows = 32;      // weight rows per warp: 16, 32 (m <= 64) or 64 (m <= 32, row_warps 1)
+  int k_warps = 8;    // K groups per block, each a K / k_warps slice: 1, 2, 4 or 8
+  int row_warps = 1;  // warps per K group side by side over rows, sharing the group's staged
+                      // activations: 1, 2 or 4 (2, 4: m > 8); k_warps * row_warps <= 8
+};
+bool gemm_fp8_small_supported(int m, int N, int K, Fp8SmallTile tile);
+template <typename E>
+void gemm_fp8_small(const uint8_t* W, const float* w_scale, const uint8_t* xq,
+                    const float* x_scale, int m, int N, int K, E* y, bool accumulate,
+                    Fp8SmallTile tile, cudaStream_t s);
+
 // ---- sampling.cu -------------------------------------------------------------
 // Picks the next token from logits [vocab] and writes it to *token_out:
 // greedy = argmax (lowest id on ties); else temperature / top-k / top-p /
