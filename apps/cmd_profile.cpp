@@ -51,8 +51,9 @@ std::vector<std::vector<int32_t>> tables(int seqs, int len, int block_size, int 
   return t;
 }
 
-ShapeProfile profile_shape(BatchBackend& be, const std::string& kind, int seqs, int context,
-                           int tokens, int first_block, int runs, uint64_t seed) {
+ShapeProfile profile_shape(BatchBackend& be, const StepDtypes& dt, const std::string& kind,
+                           int seqs, int context, int tokens, int first_block, int runs,
+                           uint64_t seed) {
   const ModelConfig& c = be.config();
   const int len = context + tokens;
   const auto tab = tables(seqs, len, be.block_size(), first_block);
@@ -105,8 +106,6 @@ ShapeProfile profile_shape(BatchBackend& be, const std::string& kind, int seqs, 
   std::sort(t.begin(), t.end(),
             [](const StepTimes& a, const StepTimes& b) { return a.kernel_ms < b.kernel_ms; });
   p.times = t[t.size() / 2];
-  const bool cuda = be.name() == "cuda";
-  const StepDtypes dt = cuda ? StepDtypes{2, 2, 4} : StepDtypes{4, 4, 4};
   p.costs = step_costs(c, dt, step);
   if (p.times.persistent) p.costs = fuse_persistent(p.costs);
   return p;
@@ -242,11 +241,18 @@ void run_profile(const ProfileArgs& a) {
   const DeviceInfo dev = be->device_info();
   std::printf("hayate profile: %s on %s (%s); read probe %.0f GB/s, matmul %.3g TFLOP/s\n",
               spec.c_str(), be->name().c_str(), dev.name.c_str(), gbs, tflops);
+  // Bytes per element: cuda keeps 16-bit weights and activations (e4m3 codes
+  // for FP8 linears and pools), the cpu backend fp32 (FP8 weights dequantized).
+  const bool cuda = be->name() == "cuda";
+  StepDtypes dt = cuda ? StepDtypes{2, 2, 4} : StepDtypes{4, 4, 4};
+  if (cuda && model.quant.fp8()) dt.linear = 1;
+  if (cuda && bo.kv_cache_dtype == KvCacheDtype::kFp8) dt.kv = 1;
   std::vector<ShapeProfile> shapes;
-  shapes.push_back(profile_shape(*be, "decode", a.batch, a.context, 1, 0, a.runs, a.model.seed));
+  shapes.push_back(
+      profile_shape(*be, dt, "decode", a.batch, a.context, 1, 0, a.runs, a.model.seed));
   if (a.prompt_len > 0)
-    shapes.push_back(profile_shape(*be, "prefill", 1, 0, a.prompt_len, a.batch * per, a.runs,
-                                   a.model.seed + 1));
+    shapes.push_back(profile_shape(*be, dt, "prefill", 1, 0, a.prompt_len, a.batch * per,
+                                   a.runs, a.model.seed + 1));
   for (const ShapeProfile& p : shapes) print(p, gbs, tflops);
   if (!a.json.empty()) {
     nlohmann::json j = {{"schema", "hayate-profile/1"},

@@ -276,7 +276,10 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       else kinds.push_back({kind, ms});
     }
     t.span_ms = double(ks.back().end_ns - ks.front().start_ns) / 1e6;
-    std::vector<OpCost> costs = step_costs(c_, StepDtypes{int(sizeof(T)), int(sizeof(T)), 4}, batch);
+    StepDtypes dt{int(sizeof(T)), int(sizeof(T)), 4};
+    dt.linear = w_.fp8 ? 1 : 0;
+    dt.kv = kv8_ ? 1 : 0;
+    std::vector<OpCost> costs = step_costs(c_, dt, batch);
     if (t.persistent) costs = fuse_persistent(costs);
     t.ops = attribute(kinds, expand_calls(costs, true));
     if (t.persistent) {  // the one kernel's phases, after the embedding
@@ -471,8 +474,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     DecodeGraphs::Kind kind = DecodeGraphs::Kind::kRegular;
     if (graph) graphs_.graph(bucket, short_attn, dec_keys, &kind);
     std::vector<std::pair<std::string, std::string>> p;
-    p.push_back({"backend", cat("cuda, ", sizeof(T) == 2 && std::is_same_v<T, half> ? "fp16" : "bf16",
-                                " weights and activations, fp32 residual and logits")});
+    const char* t_name = std::is_same_v<T, half> ? "fp16" : "bf16";
+    p.push_back({"backend", cat("cuda, ", t_name, " weights and activations",
+                                w_.fp8 ? " (the layers' linears: e4m3 weights and per-token e4m3 "
+                                         "inputs, W8A8)"
+                                       : "",
+                                kv8_ ? ", e4m3 KV pool" : "", ", fp32 residual and logits")});
     p.push_back({"step", graph ? cat(T_, " decode rows: CUDA graph of bucket ", graphs_.rows(bucket),
                                      " (", graphs_.rows(bucket) - T_, " padding rows)")
                                : cat(T_, " token rows, eager: ", n_pre, " prefill chunks, ", n_dec,

@@ -17,13 +17,16 @@ std::string shape(std::initializer_list<long long> dims) {
   return s + "]";
 }
 
-// x [n, k] times W [out, k]^T.
+// x [n, k] times W [out, k]^T; linear: one of the layers' linears (FP8 when
+// the model's are).
 OpCost gemm(const char* name, int calls, long long n, long long out, long long k,
-            const StepDtypes& dt, bool accumulate) {
+            const StepDtypes& dt, bool accumulate, bool linear = true) {
   OpCost c{name, "gemm", shape({n, k}) + " x " + shape({out, k}) + "^T -> " + shape({n, out}),
            calls};
   const int out_bytes = accumulate ? dt.residual : dt.activation;
-  c.bytes_read = double(out) * k * dt.weight + double(n) * k * dt.activation +
+  const int w = linear ? dt.linear_bytes() : dt.weight;
+  const int in = linear ? dt.linear_in_bytes() : dt.activation;
+  c.bytes_read = double(out) * k * w + double(n) * k * in +
                  (accumulate ? double(n) * out * dt.residual : 0.0);
   c.bytes_written = double(n) * out * out_bytes;
   c.flops = 2.0 * n * out * k;
@@ -85,7 +88,7 @@ std::vector<OpCost> step_costs(const ModelConfig& c, const StepDtypes& dt, const
   ops.push_back(gemm(op::kQkv, 1, N, qkvd, D, dt, false));
   OpCost rope{op::kRopeKv, "rope_kv", shape({N, qkvd}) + " -> q " + shape({N, qd}) + ", k/v rows"};
   rope.bytes_read = double(N) * qkvd * dt.activation;
-  rope.bytes_written = double(N) * qd * dt.residual + 2.0 * N * kvd * dt.weight;
+  rope.bytes_written = double(N) * qd * dt.residual + 2.0 * N * kvd * dt.kv_bytes();
   rope.flops = 6.0 * N * (qd + kvd) / 2;
   ops.push_back(rope);
   // Attention: each sequence reads its K/V rows once per kv head group; every
@@ -100,7 +103,7 @@ std::vector<OpCost> step_costs(const ModelConfig& c, const StepDtypes& dt, const
              std::to_string(N) + " query rows over " + std::to_string(i64(keys_read)) +
                  " cached keys, " + std::to_string(c.num_heads) + "/" +
                  std::to_string(c.num_kv_heads) + " heads x " + std::to_string(c.head_dim)};
-  att.bytes_read = keys_read * 2.0 * kvd * dt.weight + double(N) * qd * dt.residual;
+  att.bytes_read = keys_read * 2.0 * kvd * dt.kv_bytes() + double(N) * qd * dt.residual;
   att.bytes_written = double(N) * qd * dt.activation;
   att.flops = 4.0 * keys_attended * qd;
   ops.push_back(att);
@@ -117,7 +120,7 @@ std::vector<OpCost> step_costs(const ModelConfig& c, const StepDtypes& dt, const
 
   if (m > 0) {
     ops.push_back(norm(op::kFinalNorm, 1, m, D, dt));
-    ops.push_back(gemm(op::kLmHead, 1, m, V, D, dt, false));
+    ops.push_back(gemm(op::kLmHead, 1, m, V, D, dt, false, false));
     ops.back().bytes_written = double(m) * V * dt.residual;  // fp32 logits
     OpCost sample{op::kSample, "sample", shape({m, V}) + " logits -> " + shape({m}) + " ids"};
     sample.bytes_read = double(m) * V * dt.residual;

@@ -40,6 +40,14 @@ struct StepDtypes {
   int weight = 2;      // weights and the KV pool
   int activation = 2;  // normalized inputs, attention output, GEMM outputs read by one kernel
   int residual = 4;    // the residual stream h, q after RoPE, logits
+  // The layers' linears (QKV, o, gate/up, down) and their inputs: 1 with FP8
+  // weights (e4m3 codes, W8A8; their per-row scales are not counted); 0: as
+  // weight and activation. The embedding, norms and LM head stay `weight`.
+  int linear = 0;
+  int kv = 0;  // the KV pool: 1 with --kv-cache-dtype fp8; 0: as weight
+  int linear_bytes() const { return linear ? linear : weight; }
+  int linear_in_bytes() const { return linear ? linear : activation; }
+  int kv_bytes() const { return kv ? kv : weight; }
 };
 
 struct OpCost {

@@ -68,6 +68,22 @@ TEST(StepCosts, CountBytesAndFlopsFromTheShapes) {
   EXPECT_DOUBLE_EQ(floor_ms(lm, 0.0, 1.0), 1e3 * lm.flops / 1e12);
 }
 
+// FP8 linears (W8A8) move one byte per weight and per input element; the
+// LM head stays 16-bit; an e4m3 pool halves the K/V bytes.
+TEST(StepCosts, Fp8LinearsAndPoolsCountOneByte) {
+  Step s;
+  StepDtypes dt{2, 2, 4};
+  dt.linear = 1;
+  dt.kv = 1;
+  const std::vector<OpCost> ops = step_costs(small(), dt, s.batch);
+  const double N = 4, D = 8, I = 16, qkv = 2 * 4 + 2 * 4, V = 100, L = 2;
+  EXPECT_DOUBLE_EQ(find(ops, op::kQkv).bytes_read, L * (qkv * D * 1 + N * D * 1));
+  EXPECT_DOUBLE_EQ(find(ops, op::kDown).bytes_read, L * (D * I * 1 + N * I * 1 + N * D * 4));
+  EXPECT_DOUBLE_EQ(find(ops, op::kLmHead).bytes_read, V * D * 2 + 2 * D * 2);
+  EXPECT_DOUBLE_EQ(find(ops, op::kAttention).bytes_read, L * ((6 + 5) * 2 * 4 * 1 + N * 8 * 4));
+  EXPECT_DOUBLE_EQ(find(ops, op::kRopeKv).bytes_written, L * (N * 8 * 4 + 2 * N * 4 * 1));
+}
+
 TEST(StepCosts, PersistentPhasesDropTheFusedIntermediates) {
   Step s;
   const std::vector<OpCost> ops = step_costs(small(), StepDtypes{2, 2, 4}, s.batch);
