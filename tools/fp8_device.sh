@@ -43,13 +43,15 @@ if has tests; then
   done
 fi
 
-if has hf; then
-  dir=$(mktemp -d)
-  { timeout 200 "$BIN/bench/kernels/hf_check_dump" "$dir" "$MODEL" 128 float16 decode fp8 &&
-      PYTHONUNBUFFERED=1 timeout 300 python3 tools/hf_8b_check.py "$dir"; } \
-    >"$OUT/logs/hf_8b_check_fp8.log" 2>&1
-  echo "hf 8b fp8 rc $?: $(grep -E 'top-1|rel L2|hf_8b_check' "$OUT/logs/hf_8b_check_fp8.log" | tr '\n' ' ')" >>"$summary"
-  rm -rf "$dir"
+if has hf; then  # W8A8, then W8A8 with the e4m3 KV cache, each against torch's fake quantization
+  for kv in auto kv8; do
+    dir=$(mktemp -d)
+    { timeout 200 "$BIN/bench/kernels/hf_check_dump" "$dir" "$MODEL" 128 float16 decode fp8 $kv &&
+        PYTHONUNBUFFERED=1 timeout 300 python3 tools/hf_8b_check.py "$dir"; } \
+      >"$OUT/logs/hf_8b_check_fp8_$kv.log" 2>&1
+    echo "hf 8b fp8 ($kv) rc $?: $(grep -E 'top-1|rel L2|criterion|hf_8b_check' "$OUT/logs/hf_8b_check_fp8_$kv.log" | tr '\n' ' ')" >>"$summary"
+    rm -rf "$dir"
+  done
 fi
 
 # name QUANT ARGS...: one bench run, JSON and log kept, its headline in the summary.

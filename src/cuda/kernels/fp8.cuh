@@ -26,12 +26,6 @@ __device__ __forceinline__ uint8_t fp8_quantize_dev(float x, float s) {
   return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
-// The value of x's code under scale s, unscaled (the code's value as a float).
-__device__ __forceinline__ float fp8_code_value_dev(float x, float s) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(fp8_quantize_dev(x, s)), __NV_E4M3);
-  return __half2float(*reinterpret_cast<const __half*>(&h));
-}
-
 // Two codes (low byte first) to two floats: cvt.rn.f16x2.e4m3x2, exact.
 __device__ __forceinline__ float2 fp8x2_to_float2(uint16_t two) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two), __NV_E4M3);
