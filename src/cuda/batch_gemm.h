@@ -169,11 +169,13 @@ class BatchGemm {
       tune8("down", {D, I, e, f, true}, L.down8, b.h);
       const auto linears = [&](Fp8Linear LayerWeights<T>::*which) {
         std::vector<Fp8Linear> v;  // up to 8 layers: distinct weights, as in a step
-        for (size_t l = 0; l < std::min<size_t>(layers.size(), 8); ++l) v.push_back(layers[l].*which);
+        for (size_t l = 0; l < std::min<size_t>(layers.size(), 8); ++l)
+          v.push_back(layers[l].*which);
         return v;
       };
       r += " |";
-      r += tune_small("qkv", {c.qkv_dim(), D, e, t, false}, linears(&LayerWeights<T>::qkv8), b, max_tokens, b.big);
+      r += tune_small("qkv", {c.qkv_dim(), D, e, t, false}, linears(&LayerWeights<T>::qkv8), b,
+                      max_tokens, b.big);
       r += tune_small("o", {D, qd, e, f, true}, linears(&LayerWeights<T>::o8), b, max_tokens, b.h);
       r += tune_small("gate_up", {2 * I, D, e, t, false}, linears(&LayerWeights<T>::gate_up8), b,
                       max_tokens, b.big);
@@ -254,7 +256,8 @@ class BatchGemm {
       }
       const auto& p = picks[size_t(c)];
       r += cat(" ", m, ":", int(best_ms / nl * 1000.0f), "/", int(lt_ms / nl * 1000.0f),
-               p ? cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")") : std::string("(lt)"));
+               p ? cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")")
+                 : std::string("(lt)"));
     }
     small_[sh.key()] = picks;
     return r;

@@ -51,7 +51,8 @@ namespace hayate::cuda {
 
 constexpr int kPersistConsumers = 256;  // consumer threads: 8 warps
 constexpr int kPersistStages = 6;
-constexpr int kPersistStageBytes = 32 * 1024;  // 4 rows of K = 4096, or one of K <= 16384
+// 16-bit rows: 4 of K = 4096, or one of K <= 16384; e4m3 rows: 8, or 2.
+constexpr int kPersistStageBytes = 32 * 1024;
 constexpr int kPersistWarps = kPersistConsumers / 32;  // consumer warps
 constexpr int kPersistThreads = kPersistConsumers + 32;  // + the producer warp
 constexpr int kPersistParts = 2 * kPersistStages;   // `done` slots: see persist_consume
@@ -72,7 +73,8 @@ struct PersistRing {
   uint64_t* full;         // [kPersistStages]: 1 arrival (the producer) + the bytes
   uint64_t* empty;        // [kPersistStages]: one arrival per consumer warp
   uint64_t* done;         // [kPersistParts]: one arrival per consumer warp
-  float (*part)[kPersistWarps][kPersistPartRows];  // [kPersistParts]: each warp's row sums of a tile
+  // [kPersistParts]: each warp's row sums of a tile
+  float (*part)[kPersistWarps][kPersistPartRows];
 };
 
 // The ring's mbarriers, by one thread before the block's one __syncthreads.
