@@ -40,6 +40,7 @@ struct ServeArgs {
   double shutdown_grace_s = 30.0;
   int keep_alive_timeout_s = 5;
   double head_timeout_s = 10.0;
+  int64_t max_grammar_compile_ms = 10000;
   double request_timeout_s = 60.0;
   int max_n = 16;
   double gpu_memory_fraction = 0.9;
@@ -176,6 +177,7 @@ int run_serve(const ServeArgs& a) {
   so.max_connections = a.max_connections;
   so.keep_alive_timeout_s = a.keep_alive_timeout_s;
   so.head_timeout_s = a.head_timeout_s;
+  so.max_grammar_compile_ms = a.max_grammar_compile_ms;
   so.request_timeout_s = a.request_timeout_s;
   so.limits.max_n = a.max_n;
   so.limits.chat_template = chat_template;
@@ -325,6 +327,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--keep-alive-timeout", args->keep_alive_timeout_s,
                   "seconds an idle connection stays open (also bounds the wait at shutdown)")
+      ->capture_default_str();
+  cmd->add_option("--max-grammar-compile-ms", args->max_grammar_compile_ms,
+                  "wall time of one structured-output or tools grammar's compile (ms); 400 beyond")
       ->capture_default_str();
   cmd->add_option("--request-head-timeout", args->head_timeout_s,
                   "seconds from a request's first byte to the end of its headers; 408 beyond")

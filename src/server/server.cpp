@@ -353,6 +353,9 @@ OpenAIServer::OpenAIServer(ServerOptions options)
                "--request-head-timeout must be in (0, 3600] seconds");
   HAYATE_CHECK(s.opt.request_timeout_s >= s.opt.head_timeout_s && s.opt.request_timeout_s <= 3600,
                "--request-timeout must be in [--request-head-timeout, 3600] seconds");
+  HAYATE_CHECK(s.opt.max_grammar_compile_ms >= 1 && s.opt.max_grammar_compile_ms <= 3600000,
+               "--max-grammar-compile-ms must be in [1, 3600000]");
+  s.structured_limits.max_compile_ms = s.opt.max_grammar_compile_ms;
   s.limits = s.opt.limits;
   s.id_nonce = mix64(uint64_t(std::time(nullptr)) ^ uint64_t(reinterpret_cast<uintptr_t>(&s)));
   const size_t max_threads = s.opt.max_connections;

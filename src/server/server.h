@@ -57,6 +57,10 @@ struct ServerOptions {
   // vLLM's --reasoning-parser: "" (none) or "qwen3" (reasoning.h); chat
   // answers then carry reasoning_content beside content.
   std::string reasoning_parser;
+  // Wall time of one structured-output or tools grammar's compile
+  // (--max-grammar-compile-ms; StructuredLimits::max_compile_ms): past it
+  // the request is a 400.
+  int64_t max_grammar_compile_ms = 10000;
 };
 
 // The loaded model, handed over once it is ready. Everything must outlive the

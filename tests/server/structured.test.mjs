@@ -26,7 +26,8 @@ const weather = {
 };
 
 test('structured outputs on chat and completions', async () => {
-  const srv = await startServer({ args: ['--max-model-len', '512'] });
+  // A compile bound for the sanitizer build on a loaded CI machine.
+  const srv = await startServer({ args: ['--max-model-len', '512', '--max-grammar-compile-ms', '120000'] });
   const client = srv.client();
   const messages = [{ role: 'user', content: 'Weather in Paris?' }];
   const validate = ajv.compile(weather);
@@ -130,5 +131,21 @@ test('what cannot compile is a 400 naming the field and the reason', async () =>
   assert.match(r.json.choices[0].text, /^a*b?$/);
   // The server keeps serving.
   assert.equal((await chat({})).status, 200);
+  assert.equal((await srv.stop()).code, 0);
+});
+
+test('--max-grammar-compile-ms bounds a compile: a 400 naming the limit, then the server serves', async () => {
+  // 1 ms: the first position's walk over the 128k vocabulary takes longer.
+  const srv = await startServer({ args: ['--max-model-len', '256', '--max-grammar-compile-ms', '1'] });
+  const r = await post(`${srv.base}/chat/completions`, {
+    messages: [{ role: 'user', content: 'hi' }], max_tokens: 8,
+    response_format: { type: 'json_schema', json_schema: { name: 'w', schema: weather } },
+  });
+  const e = errorOf(r, assert, 400);
+  assert.equal(e.param, 'response_format');
+  assert.match(e.message, /over the compile time limit .*the compile time limit is 1 ms/);
+  const free = await post(`${srv.base}/chat/completions`,
+    { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+  assert.equal(free.status, 200);
   assert.equal((await srv.stop()).code, 0);
 });

@@ -128,8 +128,11 @@ function checkCall(call) {
 }
 
 test('tool calls through the openai client', async () => {
+  // The compile bound is the sanitizer build's on a loaded CI machine (the
+  // tool grammar over a 128k vocabulary passed 10 s there), not the product's.
   const srv = await startServer({ args: ['--max-model-len', '1024', '--enable-auto-tool-choice',
-    '--tool-call-parser', 'llama3_json', '--chat-template', templateFile] });
+    '--tool-call-parser', 'llama3_json', '--chat-template', templateFile,
+    '--max-grammar-compile-ms', '120000'] });
   const client = srv.client();
   const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
 
@@ -281,7 +284,8 @@ test('auto needs --enable-auto-tool-choice and a parser', async () => {
 
 test('hermes calls after content and thinking, streamed as generated', async () => {
   const srv = await startServer({ args: ['--max-model-len', '1024', '--enable-auto-tool-choice',
-    '--tool-call-parser', 'hermes', '--reasoning-parser', 'qwen3'] });
+    '--tool-call-parser', 'hermes', '--reasoning-parser', 'qwen3',
+    '--max-grammar-compile-ms', '120000'] });
   const client = srv.client();
   const messages = [{ role: 'user', content: 'Time and weather?' }];
   // Thinking, content, then two calls: the format Qwen writes.
