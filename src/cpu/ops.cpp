@@ -61,14 +61,28 @@ HAYATE_HOT_LOOP static float dot(const float* a, const float* b, int len) {
   return s;
 }
 
-void matmul(const float* W, const float* x, float* y, int n, int out, int in) {
-  // Each output feature is one thread's work, so a weight row is read once
-  // and reused for all n tokens while it sits in cache.
-#pragma omp parallel for schedule(static) if (int64_t(n) * out * in >= kParallelWork)
-  for (int o = 0; o < out; ++o) {
-    const float* wr = W + int64_t(o) * in;
-    for (int t = 0; t < n; ++t) y[int64_t(t) * out + o] = dot(wr, x + int64_t(t) * in, in);
+// y[t, o0:o1] = W[o0:o1] . x[t] for all n tokens: the block's weight rows
+// are read once and reused while they sit in cache, and each token's outputs
+// are one contiguous run. Unchecked like dot: under ASan a checked store here
+// costs a shadow lookup per output (the LM head at batch 128 is 16M stores,
+// several seconds a step in the sanitizer build); matmul checks nothing
+// either, its callers size the buffers.
+HAYATE_HOT_LOOP static void matmul_rows(const float* W, const float* x, float* y, int n, int out,
+                                        int in, int o0, int o1) {
+  for (int t = 0; t < n; ++t) {
+    const float* xt = x + int64_t(t) * in;
+    float* yt = y + int64_t(t) * out;
+    for (int o = o0; o < o1; ++o) yt[o] = dot(W + int64_t(o) * in, xt, in);
   }
+}
+
+void matmul(const float* W, const float* x, float* y, int n, int out, int in) {
+  // A block of kRows output features is one thread's work.
+  constexpr int kRows = 16;
+  const int blocks = (out + kRows - 1) / kRows;
+#pragma omp parallel for schedule(static) if (int64_t(n) * out * in >= kParallelWork)
+  for (int b = 0; b < blocks; ++b)
+    matmul_rows(W, x, y, n, out, in, b * kRows, std::min(out, (b + 1) * kRows));
 }
 
 void add_bias(float* x, const float* b, int n, int dim) {

@@ -483,6 +483,19 @@ INSTANTIATE_TEST_SUITE_P(Paths, Fp8Backend,
                                   (info.param.kv8 ? "_kv8" : "");
                          });
 
+// One sequence of up to ctx tokens on the 8B dummy: prefill chunks of 64,
+// 16 logits rows.
+BatchBackendOptions one_sequence(int ctx, KvCacheDtype kv = KvCacheDtype::kAuto) {
+  BatchBackendOptions o;
+  o.max_model_len = ctx;
+  o.num_blocks = ctx / 16;
+  o.max_num_seqs = 1;
+  o.max_logit_rows = 16;
+  o.max_num_batched_tokens = 64;
+  o.kv_cache_dtype = kv;
+  return o;
+}
+
 // The persistent kernel's FP8 tiles on the 8B shapes (K = 4,096 over all 8
 // warps, down rows of 14,336 = 56 chunks of 256 bytes, 8 rows per QKV, o and
 // gate/up stage, 2 per down stage) against the batched path's cuBLASLt FP8
@@ -504,13 +517,7 @@ TEST(Fp8Persistent, Llama8bDummyMatchesCublasLt) {
   // logits after the prompt, then after each decode step; inputs: the
   // reference's greedy picks (forced) or the run's own (recorded in path).
   const auto run = [&](DecodeMatmul how, std::vector<int32_t>& path, bool forced) {
-    BatchBackendOptions o;
-    o.max_model_len = kCtx;
-    o.num_blocks = kCtx / 16;
-    o.max_num_seqs = 1;
-    o.max_logit_rows = 16;
-    o.max_num_batched_tokens = 64;
-    auto b = hayate::test::own(make_cuda_batch_backend(m, o, how));
+    auto b = hayate::test::own(make_cuda_batch_backend(m, one_sequence(kCtx), how));
     std::vector<std::vector<float>> out(1, std::vector<float>(V));
     b->forward(prompt, 0, out[0]);
     for (int s = 0; s < kSteps; ++s) {
@@ -547,14 +554,7 @@ TEST(Fp8Gap, Llama8bDummyFp16VsFp8) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
   constexpr int kCtx = 160, kSteps = 128;
   const auto make = [&](Model& m, KvCacheDtype kv) {
-    BatchBackendOptions o;
-    o.max_model_len = kCtx;
-    o.num_blocks = kCtx / 16;
-    o.max_num_seqs = 1;
-    o.max_logit_rows = 16;
-    o.max_num_batched_tokens = 64;
-    o.kv_cache_dtype = kv;
-    return hayate::test::own(make_cuda_batch_backend(m, o));
+    return hayate::test::own(make_cuda_batch_backend(m, one_sequence(kCtx, kv)));
   };
   Model m16 = load_model("dummy:llama-3.1-8b", 1, HAYATE_ASSETS_DIR);
   std::vector<std::vector<float>> ref;  // fp16 logits per step
