@@ -271,14 +271,10 @@ const ConnectionStream* HttpServer::connection_of(const httplib::Request& req) c
   return it == serving_.end() ? nullptr : it->second;
 }
 
-namespace {
-
-void set_connection_close(httplib::Request& req) {
+void close_after_response(httplib::Request& req) {
   req.headers.erase("Connection");
   req.headers.emplace("Connection", "close");
 }
-
-}  // namespace
 
 bool HttpServer::process_and_close_socket(int sock) {
   ConnectionStream strm(sock, limits);
@@ -306,7 +302,7 @@ bool HttpServer::process_and_close_socket(int sock) {
           // streams delimited by the connection's end.
           close_after =
               draining_ || chunked || length > limits.max_body_bytes || req.version == "HTTP/1.0";
-          if (close_after) set_connection_close(req);
+          if (close_after) close_after_response(req);
           current = &req;
           std::lock_guard lock(serving_m_);
           serving_[&req] = &strm;

@@ -31,6 +31,10 @@
 
 namespace hayate::server {
 
+// httplib answers req with "Connection: close" (it does so for a request
+// that asks for it): for a request whose connection closes after its response.
+void close_after_response(httplib::Request& req);
+
 // The limits every connection is held to; docs/api.md lists them.
 struct HttpLimits {
   size_t max_head_bytes = 32u << 10;  // request line and headers together

@@ -173,43 +173,59 @@ void OpenAIServer::Impl::stats_loop() {
   }
 }
 
+// Before any body byte: a body the library would refuse only after reading
+// (or never, when chunked) is refused here by its declared length;
+// unauthorised /v1/ requests never get their body read.
+httplib::Server::HandlerResponse OpenAIServer::Impl::pre_route(const httplib::Request& req,
+                                                               httplib::Response& res) {
+  // The client's X-Request-Id is echoed (vLLM); a request without one gets one.
+  std::string rid = req.get_header_value("X-Request-Id");
+  if (rid.empty() || rid.size() > 256) rid = new_id("req-");
+  res.set_header("X-Request-Id", rid);
+  begin_access(req, std::move(rid));
+  // CORS first: a browser's preflight carries no Authorization header.
+  if (apply_cors(req, res)) return httplib::Server::HandlerResponse::Handled;
+  if (req.get_header_value<uint64_t>("Content-Length") > opt.max_body_bytes) {
+    respond_error(res, ApiError(413, cat("the request body is larger than ", opt.max_body_bytes,
+                                         " bytes"), "", "request_too_large"));
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  const std::string enc = req.get_header_value("Content-Encoding");
+  if (!enc.empty() && enc != "identity" && enc != "gzip" && enc != "deflate" && enc != "br") {
+    respond_error(res, ApiError(415, cat("unsupported Content-Encoding '", enc,
+                                         "' (gzip, deflate and br are accepted)"),
+                                "", "unsupported_encoding"));
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
+    return httplib::Server::HandlerResponse::Unhandled;
+  const std::string auth = req.get_header_value("Authorization");
+  const std::string bearer = "Bearer ";
+  if (auth.rfind(bearer, 0) == 0 && same_key(auth.substr(bearer.size()), opt.api_key))
+    return httplib::Server::HandlerResponse::Unhandled;
+  respond_error(res, ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)", "",
+                              "invalid_api_key"));
+  return httplib::Server::HandlerResponse::Handled;
+}
+
 void OpenAIServer::Impl::install_routes() {
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     end_access(req, res);
   });
 
-  // Runs once the head is read, before any body byte: a body the library
-  // would refuse only after reading (or never, when chunked) is refused here
-  // by its declared length; unauthorised /v1/ requests never get their body read.
+  // Runs once the head is read, before any body byte (pre_route). A request
+  // answered here never has its body read, and the connection layer closes
+  // such a connection after the response (connection.h), so the response
+  // says "Connection: close": a client reusing the connection would send its
+  // next request into a closed socket ("other side closed"). httplib writes
+  // that header for a request that asks for it; it hands this handler a const
+  // view of its own mutable request.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // The client's X-Request-Id is echoed (vLLM); a request without one gets one.
-    std::string rid = req.get_header_value("X-Request-Id");
-    if (rid.empty() || rid.size() > 256) rid = new_id("req-");
-    res.set_header("X-Request-Id", rid);
-    begin_access(req, std::move(rid));
-    // CORS first: a browser's preflight carries no Authorization header.
-    if (apply_cors(req, res)) return httplib::Server::HandlerResponse::Handled;
-    if (req.get_header_value<uint64_t>("Content-Length") > opt.max_body_bytes) {
-      respond_error(res, ApiError(413, cat("the request body is larger than ", opt.max_body_bytes,
-                                           " bytes"), "", "request_too_large"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    const std::string enc = req.get_header_value("Content-Encoding");
-    if (!enc.empty() && enc != "identity" && enc != "gzip" && enc != "deflate" && enc != "br") {
-      respond_error(res, ApiError(415, cat("unsupported Content-Encoding '", enc,
-                                           "' (gzip, deflate and br are accepted)"),
-                                  "", "unsupported_encoding"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
-      return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string bearer = "Bearer ";
-    if (auth.rfind(bearer, 0) == 0 && same_key(auth.substr(bearer.size()), opt.api_key))
-      return httplib::Server::HandlerResponse::Unhandled;
-    respond_error(res, ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)", "",
-                                "invalid_api_key"));
-    return httplib::Server::HandlerResponse::Handled;
+    const auto handled = pre_route(req, res);
+    if (handled == httplib::Server::HandlerResponse::Handled &&
+        req.get_header_value<uint64_t>("Content-Length") > 0)
+      close_after_response(const_cast<httplib::Request&>(req));
+    return handled;
   });
 
   // Errors httplib produces itself (unknown path, oversized body, malformed

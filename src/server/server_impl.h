@@ -120,6 +120,9 @@ struct OpenAIServer::Impl {
   // CORS headers for the request's Origin; true when it was a preflight,
   // answered here.
   bool apply_cors(const httplib::Request& req, httplib::Response& res);
+  // The pre-routing checks (CORS preflight, declared body size, encoding, API
+  // key): Handled when they answered the request.
+  httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res);
   void begin_access(const httplib::Request& req, std::string request_id);
   void end_access(const httplib::Request& req, const httplib::Response& res);
   void note_call(const httplib::Request& req, const std::shared_ptr<Call>& call);

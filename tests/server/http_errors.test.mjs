@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import net from 'node:net';
 import { promisify } from 'node:util';
-import { startServer, post, metrics, errorOf, sleep } from './harness.mjs';
+import { startServer, post, metrics, errorOf, sleep, raw, head, status } from './harness.mjs';
 
 const run = promisify(execFile);
 let srv;
@@ -33,6 +33,24 @@ test('401 without or with a wrong key; /health and /metrics stay open', async ()
   assert.equal(ok.status, 200, ok.text);
   assert.equal((await fetch(`${srv.url}/health`)).status, 200);
   assert.equal((await fetch(`${srv.url}/metrics`)).status, 200);
+});
+
+// A request refused before its body is read has its connection closed after
+// the response, and the response says so; a refused request without a body
+// keeps its connection (keep-alive).
+test('a refusal with an unread body says Connection: close, then closes', async () => {
+  const body = JSON.stringify({ prompt: 'hi', max_tokens: 2 });
+  const r = await raw(srv.url, [head('POST', '/v1/completions', {
+    'Content-Type': 'application/json', 'Content-Length': body.length }) + body], { timeoutMs: 5000 });
+  assert.equal(status(r.text), 401, r.text.slice(0, 300));
+  const headEnd = r.text.indexOf('\r\n\r\n');
+  assert.match(r.text.slice(0, headEnd), /\r\nConnection: close\r\n/i, r.text.slice(0, headEnd));
+  assert.ok(r.closed, 'the server closes the connection');
+  const g = await raw(srv.url, [head('GET', '/v1/models', {})],
+    { timeoutMs: 5000, untilText: 'invalid_api_key' });
+  assert.equal(status(g.text), 401, g.text.slice(0, 300));
+  assert.doesNotMatch(g.text, /\r\nConnection: close\r\n/i);
+  assert.ok(!g.closed, 'a body-less refusal keeps the connection');
 });
 
 test('curl: SSE framing, content type, [DONE] last', async () => {
