@@ -146,7 +146,8 @@ Model load_model(const std::string& spec_text, uint64_t seed, const std::string&
 // whose start the sanitizer tests pay dozens of times).
 HAYATE_HOT_LOOP static void draw_dummy(float* dst, int64_t i0, int64_t i1, uint64_t seed,
                                        uint64_t stream, float offset, float scale) {
-  for (int64_t i = i0; i < i1; ++i) dst[i] = offset + scale * uniform_pm1(seed, stream, uint64_t(i));
+  for (int64_t i = i0; i < i1; ++i)
+    dst[i] = offset + scale * uniform_pm1(seed, stream, uint64_t(i));
 }
 
 void weight_to_f32(const Model& m, const WeightSource& w, std::span<float> out) {

@@ -41,7 +41,8 @@ test('401 without or with a wrong key; /health and /metrics stay open', async ()
 test('a refusal with an unread body says Connection: close, then closes', async () => {
   const body = JSON.stringify({ prompt: 'hi', max_tokens: 2 });
   const r = await raw(srv.url, [head('POST', '/v1/completions', {
-    'Content-Type': 'application/json', 'Content-Length': body.length }) + body], { timeoutMs: 5000 });
+    'Content-Type': 'application/json', 'Content-Length': body.length }) + body],
+  { timeoutMs: 5000 });
   assert.equal(status(r.text), 401, r.text.slice(0, 300));
   const headEnd = r.text.indexOf('\r\n\r\n');
   assert.match(r.text.slice(0, headEnd), /\r\nConnection: close\r\n/i, r.text.slice(0, headEnd));
