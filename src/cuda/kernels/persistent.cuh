@@ -432,8 +432,14 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     const bool epi_warp = warp == jd % kPersistWarps;
     // In a phase's last tile, groups past the phase's rows read stale stage bytes
     // and make sums nobody stores (the epilogue checks g < groups).
-    typename Epi::Pre pre{};  // the epilogue's global reads, under the dot products
-    if (epi_warp && lane < G && tile * G + lane < groups) pre = epi.prepare(tile * G + lane);
+    typename Epi::Pre pre{};     // the epilogue's global reads, under the dot products:
+    float ws[kFp8 ? R : 1] = {};  // FP8, the rows' weight scales too
+    if (epi_warp && lane < G && tile * G + lane < groups) {
+      pre = epi.prepare(tile * G + lane);
+      if constexpr (kFp8)
+#pragma unroll
+        for (int r = 0; r < R; ++r) ws[r] = __ldg(w_scale + epi.row(tile * G + lane, r));
+    }
     const unsigned char* st =
         rg.stages + size_t(buf) * kPersistStageBytes + (kFp8 ? 0 : slot * R * row_bytes);
     float acc[R];
@@ -475,7 +481,7 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
 #pragma unroll
             for (int w = 0; w < kPersistWarps; ++w) sum[r] += rg.part[p][w][lane * R + r];
             sum[r] *= rstd;
-            sum[r] *= __ldg(w_scale + epi.row(g, r));
+            sum[r] *= ws[r];
           }
         } else {
           ring_group_sums<R, kWarpsPerGroup>(rg.part[p], lane, rstd, sum);
