@@ -110,9 +110,14 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   };
   for (int l = 0; l < L_; ++l) {
     const PersistentLayer<T> L = a.layers[l];
-    // This block's first attention tile (rows before pos), in flight during QKV.
+    // This block's first attention tile (rows before pos), in flight during
+    // QKV: into registers, or (FP8) into L2.
     PersistKvTile<HD> pre;
-    const bool prefetched = persist_attend_prefetch<T, HD>(cache(L), a.n_heads, nkv, keys, pre);
+    bool prefetched = false;
+    if constexpr (kFp8)
+      persist_attend_prefetch_l2<T, HD>(cache(L), a.n_heads, nkv, keys);
+    else
+      prefetched = persist_attend_prefetch<T, HD>(cache(L), a.n_heads, nkv, keys, pre);
     // q [Hq d] roped; k, v -> cache[pos]
     persist_consume<T, W, 2, G4, NC4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
                                             qkv_epi(L), j, jd, L.s_qkv, L.in_qkv);

@@ -581,6 +581,24 @@ __device__ __forceinline__ bool persist_attend_prefetch(const PersistCache<T>& c
   return true;
 }
 
+// The same tile asked of L2 instead of registers (FP8 kernels, whose QKV
+// tiles leave no room for 32 more registers: holding the tile made ptxas
+// spill 124 bytes there): its K and V rows, HD elements each, one bulk
+// prefetch a row (no registers, no completion to wait for); persist_attend
+// then loads the tile after the barrier from L2.
+template <typename T, int HD>
+__device__ __forceinline__ void persist_attend_prefetch_l2(const PersistCache<T>& cache,
+                                                           int n_heads, int n_kv_heads, int keys) {
+  const int units = persistent_attn_units(n_heads, n_kv_heads);
+  if (int(blockIdx.x) >= units * persist_splits(keys, units)) return;
+  const PersistItem it(blockIdx.x, keys, n_heads, n_kv_heads);
+  const int nt = min(kPersistTile, it.end - it.start), kv_dim = n_kv_heads * HD;
+  if (threadIdx.x >= 2 * nt) return;  // thread 2 r (+ 1): row start + r of K (V)
+  const int row = it.start + int(threadIdx.x) / 2;
+  const T* src = (threadIdx.x % 2 ? cache.v : cache.k) + cache.row(row) * kv_dim + it.kvh * HD;
+  bulk_prefetch_l2(src, uint32_t(HD * sizeof(T)));
+}
+
 // Qwen3's per-head norms (kQkNorm), after QKV wrote q and k raw: each
 // item's q heads RMS-normalised, scaled by q_norm and turned by cs (the
 // step's cos, sin [2][HD / 2]) in shared memory, and in the one item whose

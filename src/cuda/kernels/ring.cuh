@@ -83,6 +83,15 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
 #endif
 }
 
+// bytes (multiple of 16, 16-byte aligned) from global memory into L2, nothing waited for.
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+#else
+  __trap();
+#endif
+}
+
 // A warp's share of a stage's dot products, reduced over the warp: acc[r] =
 // sum over this thread's chunks c = t + jj * step (c < nchunks) of row r of the
 // stage (R rows of row_bytes at st) . xr[jj].
