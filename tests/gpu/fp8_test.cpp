@@ -214,10 +214,13 @@ int32_t argmax(std::span<const float> v) {
 
 // The paged attention kernels on e4m3 pools (KvFp8) with per-tensor scales
 // against cpu::attention on the codes' values (code * scale): the one-pass
-// decode, the split decode (v2 at every head_dim; several splits on the long
-// rows) and the prefill tiles. Random codes under scales != 1, so a scale
-// applied twice or not at all shows. Bounds: the 16-bit kernels' (the
-// values are exact in T; only the prefill rounds Q and P to T).
+// decode, the split decode (v2 at head_dim 32 and 64, the tensor-core split
+// kernel at 128, several splits on the long rows; the streaming tensor-core
+// kernel at 128 with many pairs) and the prefill tiles. Random codes under
+// scales != 1, so a scale applied twice or not at all shows. Bounds: the
+// 16-bit kernels' (the values are exact in T and in f16); the tensor-core
+// kernels round Q and P (to T in the prefill, to f16 in decode), twice the
+// SIMT kernels' bound.
 struct KvCase {
   int n_heads, n_kv_heads, head_dim, block_size;
   std::vector<int> lens;  // keys per sequence
@@ -314,7 +317,7 @@ void run_kv8_case(const KvCase& c) {
     w.insert(w.end(), ref.begin() + size_t(r) * q_dim, ref.begin() + size_t(r + 1) * q_dim);
   }
   const float loose = c.mode == 2 && std::is_same_v<T, __nv_bfloat16> ? 3.0f : 1.0f;
-  const float scale = c.mode == 2 ? 2.0f : 1.0f;  // the prefill's Q and P in T
+  const float scale = c.mode == 2 || (c.mode == 1 && hd == 128) ? 2.0f : 1.0f;  // Q, P rounded
   expect_close(g, w, 2e-3f * scale * loose * v_scale * 448.0f, 1e-2f * scale * loose,
                "e4m3 KV attention");
 }
@@ -328,6 +331,8 @@ TEST(Fp8KvAttention, KernelsOnE4m3PoolsMatchTheCpu) {
   run_kv8_case<__nv_bfloat16>({32, 8, 128, 16, mixed, 1});
   run_kv8_case<half>({6, 2, 32, 16, mixed, 1});
   run_kv8_case<half>({16, 2, 64, 16, std::vector<int>(300, 200), 1});  // many pairs
+  run_kv8_case<half>({32, 8, 128, 16, std::vector<int>(300, 200), 1});  // streaming kernel
+  run_kv8_case<__nv_bfloat16>({32, 8, 128, 16, std::vector<int>(256, 129), 1});
   run_kv8_case<half>({32, 8, 128, 16, {1, 37, 300, 129}, 2});
   run_kv8_case<__nv_bfloat16>({8, 2, 128, 7, {1, 37, 300, 129}, 2});
   run_kv8_case<half>({16, 2, 32, 16, {5, 64, 200}, 2});

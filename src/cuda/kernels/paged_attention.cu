@@ -333,15 +333,15 @@ void decode_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShap
   const SplitGrid grid = split_grid(n_rows, sh, n_splits, tune);
   const int z = grid.z, min_part = grid.min_part;
   bool done = false;
-  if constexpr (!kKvFp8<KV>) {  // the tensor-core kernels read T tiles
-    if (stream_applies(grid, sh, tune))
-      return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, out, s);
-    if (HD == 128 && tune.mma) {  // tensor cores (paged_decode_mma.cu); same splits and combine
-      paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
-                              tune.mma_blocks, grid.many && tune.mma_helpers, part_o, part_ml, out,
-                              s);
-      done = true;
-    }
+  // Tensor cores (paged_decode_mma.cu, T or e4m3 pools): the streaming kernel, or
+  // the split one with the same splits and combine.
+  if (stream_applies(grid, sh, tune))
+    return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, out, s);
+  if (HD == 128 && tune.mma) {
+    paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
+                            tune.mma_blocks, grid.many && tune.mma_helpers, part_o, part_ml, out,
+                            s);
+    done = true;
   }
   if (!done)
     launch({dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)), kDecodeWarps * 32, 0, s,

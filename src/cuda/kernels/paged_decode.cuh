@@ -73,9 +73,10 @@ __device__ __forceinline__ void decode_merge_store(
 
 // Streaming tensor-core decode (paged_decode_mma.cu): head_dim 128, group
 // <= 8, block_size % 16 == 0, every row in one split of any length (writes
-// out directly, no scratch); a warp per (row, kv head).
-template <typename T>
-void paged_decode_stream_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+// out directly, no scratch); a warp per (row, kv head). Pools of T or e4m3
+// (KV = KvFp8).
+template <typename T, typename KV>
+void paged_decode_stream_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                                 PagedMeta meta, const int32_t* rows, int n_rows, T* out,
                                 cudaStream_t s);
 
@@ -84,8 +85,8 @@ void paged_decode_stream_launch(const float* q, const T* k_pool, const T* v_pool
 // min_blocks (3 or 4): blocks per SM its registers are capped for. helpers:
 // the grid has one split slot per pair and a small helper grid finds the rows
 // that split and runs their splits 1..z-1 (for launches with many pairs).
-template <typename T>
-void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV>
+void paged_decode_mma_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                              PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int z,
                              int min_part, int min_blocks, bool helpers, float* part_o,
                              float* part_ml, T* out, cudaStream_t s);

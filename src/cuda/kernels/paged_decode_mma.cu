@@ -23,10 +23,17 @@
 // Per step ~24 mma + 32 permutes + ~60 other instructions against ~1200 for
 // v2 on the same bytes. Q and P are rounded to T (fp32 accumulation), as in
 // the tensor-core prefill. Splits, merge and combine are v2's (paged_decode.cuh).
+// e4m3 pools (--kv-cache-dtype fp8): K and V codes load as 8 or 16 bytes and
+// turn into f16 pairs (cvt.rn.f16x2.e4m3x2, exact), so the steps run on f16
+// mma whatever T is (MmaT); k_scale joins Q's scale, v_scale the output's.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <type_traits>
 
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/fp8.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/paged_common.cuh"
 #include "cuda/kernels/paged_decode.cuh"
@@ -42,6 +49,21 @@ __device__ __forceinline__ uint32_t word(const uint4& u, int r) {
   return r == 0 ? u.x : r == 1 ? u.y : r == 2 ? u.z : u.w;
 }
 
+// The mma element type of a pool of KV: T's own, f16 for e4m3 codes.
+template <typename T, typename KV>
+using MmaT = std::conditional_t<kKvFp8<KV>, half, T>;
+
+// Two e4m3 codes (low byte first) as an f16x2 word, exact.
+__device__ __forceinline__ uint32_t e4m3x2_to_h2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two & 0xffffu), __NV_E4M3);
+  return uint32_t(h.x) | uint32_t(h.y) << 16;
+}
+// 8 codes as 4 f16x2 words: the layout of 8 T elements of a 16-byte load.
+__device__ __forceinline__ uint4 e4m3x8_to_h8(const uint2& c) {
+  return make_uint4(e4m3x2_to_h2(c.x), e4m3x2_to_h2(c.x >> 16), e4m3x2_to_h2(c.y),
+                    e4m3x2_to_h2(c.y >> 16));
+}
+
 // ---- one 16-key step of a warp, shared by the split and streaming kernels ----
 // Lane (g = lane / 4, t = lane % 4) as in the mma fragments.
 
@@ -51,7 +73,8 @@ __device__ __forceinline__ uint32_t word(const uint4& u, int r) {
 template <typename T>
 __device__ __forceinline__ void load_q(const float* __restrict__ q, const PagedShape& sh, int row,
                                        int kh, int Gr, int g, int t, uint32_t (&qa)[4][4]) {
-  const float scale = rsqrtf(float(kHd)) * 1.4426950408889634f;  // log2(e): softmax via exp2
+  // log2(e): softmax via exp2; k_scale: an e4m3 pool's K scale (1 for T)
+  const float scale = rsqrtf(float(kHd)) * 1.4426950408889634f * sh.k_scale;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     float4 lo = make_float4(0, 0, 0, 0), hi = lo;
@@ -69,10 +92,10 @@ __device__ __forceinline__ void load_q(const float* __restrict__ q, const PagedS
 }
 
 // K of keys [base, base + 16) (zeros from k1 on): lane (g, t) holds key
-// 8 nt + g, dims (4j + t) 8 .. + 7 in kr[nt][j]. off(key): the key's element
-// offset in the pool (its kv head's column included).
-template <typename T, typename Off>
-__device__ __forceinline__ void load_k(uint4 (&kr)[2][4], const T* __restrict__ k_pool, Off off,
+// 8 nt + g, dims (4j + t) 8 .. + 7 in kr[nt][j] (as MmaT). off(key): the
+// key's element offset in the pool (its kv head's column included).
+template <typename KV, typename Off>
+__device__ __forceinline__ void load_k(uint4 (&kr)[2][4], const KV* __restrict__ k_pool, Off off,
                                        int base, int k1, int g, int t) {
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
@@ -80,26 +103,37 @@ __device__ __forceinline__ void load_k(uint4 (&kr)[2][4], const T* __restrict__ 
 #pragma unroll
     for (int j = 0; j < 4; ++j) kr[nt][j] = make_uint4(0, 0, 0, 0);
     if (key < k1) {
-      const uint4* kp = reinterpret_cast<const uint4*>(k_pool + off(key));
+      const KvVec<KV>* kp = reinterpret_cast<const KvVec<KV>*>(k_pool + off(key));
 #pragma unroll
-      for (int j = 0; j < 4; ++j) kr[nt][j] = kp[4 * j + t];
+      for (int j = 0; j < 4; ++j) {
+        if constexpr (kKvFp8<KV>)
+          kr[nt][j] = e4m3x8_to_h8(kp[4 * j + t]);
+        else
+          kr[nt][j] = kp[4 * j + t];
+      }
     }
   }
 }
 
-// V of keys base + 2t, 2t + 1, 2t + 8, 2t + 9 (vr[e]), dims 16g .. 16g + 15;
-// zeros from k1 on (P = 0 must not meet NaN).
-template <typename T, typename Off>
-__device__ __forceinline__ void load_v(uint4 (&vr)[4][2], const T* __restrict__ v_pool, Off off,
+// V of keys base + 2t, 2t + 1, 2t + 8, 2t + 9 (vr[e]), dims 16g .. 16g + 15
+// (as MmaT); zeros from k1 on (P = 0 must not meet NaN).
+template <typename KV, typename Off>
+__device__ __forceinline__ void load_v(uint4 (&vr)[4][2], const KV* __restrict__ v_pool, Off off,
                                        int base, int k1, int g, int t) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int key = base + 2 * t + (e & 1) + (e >> 1) * 8;
     vr[e][0] = vr[e][1] = make_uint4(0, 0, 0, 0);
     if (key < k1) {
-      const uint4* vp = reinterpret_cast<const uint4*>(v_pool + off(key)) + 2 * g;
-      vr[e][0] = vp[0];
-      vr[e][1] = vp[1];
+      if constexpr (kKvFp8<KV>) {  // 16 codes, one 16-byte load
+        const uint4 c = reinterpret_cast<const uint4*>(v_pool + off(key))[g];
+        vr[e][0] = e4m3x8_to_h8(make_uint2(c.x, c.y));
+        vr[e][1] = e4m3x8_to_h8(make_uint2(c.z, c.w));
+      } else {
+        const uint4* vp = reinterpret_cast<const uint4*>(v_pool + off(key)) + 2 * g;
+        vr[e][0] = vp[0];
+        vr[e][1] = vp[1];
+      }
     }
   }
 }
@@ -183,9 +217,9 @@ __device__ __forceinline__ void for_each_o_tile(const float (&o)[8][4], int g, F
 // Split sp (keys [k0, k1)) of row i = rows[i], kv head kh, by the block's 4
 // warps (16-key steps round-robin). Ends with the block's merge (a
 // __syncthreads inside).
-template <typename T>
+template <typename T, typename KV>
 __device__ __forceinline__ void mma_split(
-    const float* __restrict__ q, const T* __restrict__ k_pool, const T* __restrict__ v_pool,
+    const float* __restrict__ q, const KV* __restrict__ k_pool, const KV* __restrict__ v_pool,
     const PagedShape& sh, const PagedMeta& meta, int i, int row, int kh, int sp, int2 plan, int len,
     int n_splits, float* __restrict__ part_o,
     float* __restrict__ part_ml, T* __restrict__ out,
@@ -195,8 +229,9 @@ __device__ __forceinline__ void mma_split(
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
 
+  using M = MmaT<T, KV>;
   uint32_t qa[4][4];
-  load_q<T>(q, sh, row, kh, Gr, g, t, qa);
+  load_q<M>(q, sh, row, kh, Gr, g, t, qa);
   float o[8][4];
 #pragma unroll
   for (int mt = 0; mt < 8; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
@@ -223,11 +258,11 @@ __device__ __forceinline__ void mma_split(
                        : (size_t(table[key / bs]) * bs + key % bs) * kv_dim + col;
     };
     uint4 kr[2][4], vr[4][2];
-    load_k<T>(kr, k_pool, off, base, k1, g, t);
-    load_v<T>(vr, v_pool, off, base, k1, g, t);
+    load_k<KV>(kr, k_pool, off, base, k1, g, t);
+    load_v<KV>(vr, v_pool, off, base, k1, g, t);
     float s[2][4];
-    scores<T>(qa, kr, s);
-    softmax_pv<T>(s, base, k1, t, m_run, l_run, vr, o);
+    scores<M>(qa, kr, s);
+    softmax_pv<M>(s, base, k1, t, m_run, l_run, vr, o);
   }
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
@@ -244,17 +279,17 @@ __device__ __forceinline__ void mma_split(
   });
   __syncthreads();  // every warp's state is in shared memory
   decode_merge_store<T, kHd, kRowsG>(s_acc, s_ml, Gr, kh, i, row, sp, n_splits, plan.x == 1, sh,
-                                     part_o, part_ml, out);
+                                     part_o, part_ml, out, sh.v_scale);
 }
 
 // MINB: blocks per SM the registers are capped for (3: 168 registers, no
 // spill; 4: 128 registers, ~100 B spilled; the lab compares them).
 // Block (row i, kv head, split sp0 + blockIdx.z); rows split by
 // decode_split_plan(len, z, min_part).
-template <typename T, int MINB>
+template <typename T, typename KV, int MINB>
 __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
-    paged_decode_mma_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                            const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+    paged_decode_mma_kernel(const float* __restrict__ q, const KV* __restrict__ k_pool,
+                            const KV* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                             const int32_t* __restrict__ rows, int n_splits, int z, int min_part,
                             float* __restrict__ part_o, float* __restrict__ part_ml,
                             T* __restrict__ out) {
@@ -265,8 +300,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
   const int row = rows[i], len = meta.tok_pos[row] + 1;
   const int2 plan = decode_split_plan(len, z, min_part);
   if (sp >= plan.x) return;
-  mma_split<T>(q, k_pool, v_pool, sh, meta, i, row, kh, sp, plan, len, n_splits, part_o, part_ml,
-               out, s_acc, s_ml);
+  mma_split<T, KV>(q, k_pool, v_pool, sh, meta, i, row, kh, sp, plan, len, n_splits, part_o,
+                   part_ml, out, s_acc, s_ml);
 }
 
 // The splits 1..z-1 of a launch with many (row, kv head) pairs, where few
@@ -281,10 +316,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 // to 4 long rows per helper block when all rows split; a block-wide
 // compaction of the long rows is the next thing to try.
 constexpr int kHelpers = 16, kScan = 1024;
-template <typename T, int MINB>
+template <typename T, typename KV, int MINB>
 __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
-    paged_decode_mma_helper_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                                   const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+    paged_decode_mma_helper_kernel(const float* __restrict__ q, const KV* __restrict__ k_pool,
+                                   const KV* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                                    const int32_t* __restrict__ rows, int n_rows, int n_splits,
                                    int z, int min_part, float* __restrict__ part_o,
                                    float* __restrict__ part_ml, T* __restrict__ out) {
@@ -312,7 +347,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
       if (len == 0) continue;
       if (seen++ % kHelpers != int(blockIdx.x)) continue;
       const int i = first + j;
-      mma_split<T>(q, k_pool, v_pool, sh, meta, i, rows[i], kh, sp,
+      mma_split<T, KV>(q, k_pool, v_pool, sh, meta, i, rows[i], kh, sp,
                    decode_split_plan(len, z, min_part), len, n_splits, part_o, part_ml, out, s_acc,
                    s_ml);
       __syncthreads();  // s_acc / s_ml free for the next row
@@ -335,11 +370,12 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 // 218 vs 241 us, 82 % of the read probe (NOTES.md). Requires
 // block_size % 16 == 0 (a step's keys share one KV block). Same math as the
 // split kernel (Q and P rounded to T, fp32 accumulation).
-template <typename T>
+template <typename T, typename KV>
 __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
-    paged_decode_stream_kernel(const float* __restrict__ q, const T* __restrict__ k_pool,
-                               const T* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
+    paged_decode_stream_kernel(const float* __restrict__ q, const KV* __restrict__ k_pool,
+                               const KV* __restrict__ v_pool, PagedShape sh, PagedMeta meta,
                                const int32_t* __restrict__ rows, int n_rows, T* __restrict__ out) {
+  using M = MmaT<T, KV>;
   griddep_enter();
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int kvh = sh.n_kv_heads, Gr = sh.n_heads / kvh, kv_dim = kvh * kHd, bs = sh.block_size;
@@ -361,13 +397,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
   };
 
   uint32_t qa[4][4];
-  load_q<T>(q, sh, row, kh, Gr, g, t, qa);
+  load_q<M>(q, sh, row, kh, Gr, g, t, qa);
   uint4 kr[2][4], vr[4][2];
   {
     const size_t a0 = at(0);
     auto off = [&](int key) { return a0 + size_t(key) * kv_dim; };
-    load_k<T>(kr, k_pool, off, 0, len, g, t);
-    load_v<T>(vr, v_pool, off, 0, len, g, t);
+    load_k<KV>(kr, k_pool, off, 0, len, g, t);
+    load_v<KV>(vr, v_pool, off, 0, len, g, t);
   }
   float o[8][4];
 #pragma unroll
@@ -376,7 +412,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
   const int n_steps = (len + 15) / 16;
   for (int step = 0; step < n_steps; ++step) {
     float s[2][4];
-    scores<T>(qa, kr, s);
+    scores<M>(qa, kr, s);
     const int next = step + 1, base = next * 16;
     const bool more = next < n_steps;
     if (more && next % 32 == 0) {  // the next window of table entries
@@ -385,15 +421,16 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
     }
     const size_t a = more ? at(next) : 0;
     auto off = [&](int key) { return a + size_t(key - base) * kv_dim; };
-    if (more) load_k<T>(kr, k_pool, off, base, len, g, t);
-    softmax_pv<T>(s, step * 16, len, t, m_run, l_run, vr, o);
-    if (more) load_v<T>(vr, v_pool, off, base, len, g, t);
+    if (more) load_k<KV>(kr, k_pool, off, base, len, g, t);
+    softmax_pv<M>(s, step * 16, len, t, m_run, l_run, vr, o);
+    if (more) load_v<KV>(vr, v_pool, off, base, len, g, t);
   }
-  // Normalise and store heads 2t, 2t + 1 (those < Gr).
+  // Normalise (and v_scale: an e4m3 pool's V scale, 1 for T) and store heads
+  // 2t, 2t + 1 (those < Gr).
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
-  const float l0 = __shfl_sync(0xffffffffu, l_run, 8 * t),
-              l1 = __shfl_sync(0xffffffffu, l_run, 8 * t + 4);
+  const float l0 = __shfl_sync(0xffffffffu, l_run, 8 * t) / sh.v_scale,
+              l1 = __shfl_sync(0xffffffffu, l_run, 8 * t + 4) / sh.v_scale;
   T* o_row = out + size_t(row) * sh.n_heads * kHd + size_t(kh) * Gr * kHd;
   for_each_o_tile(o, g, [&](int dim, const float(&c)[4]) {
     if (2 * t < Gr)
@@ -404,55 +441,54 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
   });
 }
 
-template <typename T, int MINB>
-void mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh, PagedMeta meta,
+template <typename T, typename KV, int MINB>
+void mma_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh, PagedMeta meta,
                 const int32_t* rows, int n_rows, int n_splits, int z, int min_part, bool helpers,
                 float* part_o, float* part_ml, T* out, cudaStream_t s) {
   const unsigned kvh = unsigned(sh.n_kv_heads);
   launch({dim3(unsigned(n_rows), kvh, helpers ? 1u : unsigned(z)), kDecodeWarps * 32, 0, s, sh.pdl},
-         paged_decode_mma_kernel<T, MINB>, q, k_pool, v_pool, sh, meta, rows, n_splits, z, min_part,
-         part_o, part_ml, out);
+         paged_decode_mma_kernel<T, KV, MINB>, q, k_pool, v_pool, sh, meta, rows, n_splits, z,
+         min_part, part_o, part_ml, out);
   if (helpers && z > 1)
     launch({dim3(unsigned(kHelpers), kvh, unsigned(z - 1)), kDecodeWarps * 32, 0, s, sh.pdl},
-           paged_decode_mma_helper_kernel<T, MINB>, q, k_pool, v_pool, sh, meta, rows, n_rows,
+           paged_decode_mma_helper_kernel<T, KV, MINB>, q, k_pool, v_pool, sh, meta, rows, n_rows,
            n_splits, z, min_part, part_o, part_ml, out);
 }
 
 }  // namespace
 
-template <typename T>
-void paged_decode_stream_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV>
+void paged_decode_stream_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                                 PagedMeta meta, const int32_t* rows, int n_rows, T* out,
                                 cudaStream_t s) {
   launch({ceil_div(size_t(n_rows) * sh.n_kv_heads, kDecodeWarps), kDecodeWarps * 32, 0, s, sh.pdl},
-         paged_decode_stream_kernel<T>, q, k_pool, v_pool, sh, meta, rows, n_rows, out);
+         paged_decode_stream_kernel<T, KV>, q, k_pool, v_pool, sh, meta, rows, n_rows, out);
 }
 
-template <typename T>
-void paged_decode_mma_launch(const float* q, const T* k_pool, const T* v_pool, PagedShape sh,
+template <typename T, typename KV>
+void paged_decode_mma_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                              PagedMeta meta, const int32_t* rows, int n_rows, int n_splits, int z,
                              int min_part, int min_blocks, bool helpers, float* part_o,
                              float* part_ml, T* out, cudaStream_t s) {
   if (min_blocks >= 4)
-    mma_launch<T, 4>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part, helpers,
-                     part_o, part_ml, out, s);
+    mma_launch<T, KV, 4>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
+                         helpers, part_o, part_ml, out, s);
   else
-    mma_launch<T, 3>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part, helpers,
-                     part_o, part_ml, out, s);
+    mma_launch<T, KV, 3>(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
+                         helpers, part_o, part_ml, out, s);
 }
 
-template void paged_decode_stream_launch<half>(const float*, const half*, const half*, PagedShape,
-                                               PagedMeta, const int32_t*, int, half*, cudaStream_t);
-template void paged_decode_stream_launch<__nv_bfloat16>(const float*, const __nv_bfloat16*,
-                                                        const __nv_bfloat16*, PagedShape,
-                                                        PagedMeta, const int32_t*, int,
-                                                        __nv_bfloat16*, cudaStream_t);
-template void paged_decode_mma_launch<half>(const float*, const half*, const half*, PagedShape,
-                                            PagedMeta, const int32_t*, int, int, int, int, int,
-                                            bool, float*, float*, half*, cudaStream_t);
-template void paged_decode_mma_launch<__nv_bfloat16>(const float*, const __nv_bfloat16*,
-                                                     const __nv_bfloat16*, PagedShape, PagedMeta,
-                                                     const int32_t*, int, int, int, int, int, bool,
-                                                     float*, float*, __nv_bfloat16*, cudaStream_t);
+#define HAYATE_DECODE_MMA(T, KV)                                                                 \
+  template void paged_decode_stream_launch<T, KV>(const float*, const KV*, const KV*, PagedShape, \
+                                                  PagedMeta, const int32_t*, int, T*,           \
+                                                  cudaStream_t);                                \
+  template void paged_decode_mma_launch<T, KV>(const float*, const KV*, const KV*, PagedShape,    \
+                                               PagedMeta, const int32_t*, int, int, int, int, int, \
+                                               bool, float*, float*, T*, cudaStream_t);
+HAYATE_DECODE_MMA(half, half)
+HAYATE_DECODE_MMA(__nv_bfloat16, __nv_bfloat16)
+HAYATE_DECODE_MMA(half, KvFp8)
+HAYATE_DECODE_MMA(__nv_bfloat16, KvFp8)
+#undef HAYATE_DECODE_MMA
 
 }  // namespace hayate::cuda
