@@ -50,7 +50,7 @@ struct PagedMeta {
 inline constexpr int kPagedMaxGroup = 8;
 bool paged_shape_supported(int n_heads, int n_kv_heads, int head_dim);
 // Head sizes whose attention kernels read e4m3 pools (every decode and
-// prefill kernel an e4m3 pool runs: one-pass, split v2, prefill).
+// prefill kernel an e4m3 pool runs: one-pass, split v2 and tensor-core, prefill).
 inline bool kv_fp8_head_dim_supported(int head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
@@ -68,8 +68,7 @@ inline bool kv_fp8_head_dim_supported(int head_dim) {
 // n_splits, 2] are scratch; out [T, q_dim] in T. Graph-capturable: the
 // launch depends only on n_rows, n_splits and max_keys.
 // head_dim 128 runs on tensor cores (paged_decode_mma.cu: Q and P rounded to
-// T, fp32 accumulation); 32 and 64 run v2's fp32 math, and so do e4m3 pools
-// at every head_dim (the tensor-core kernels read T tiles).
+// T, or to f16 on e4m3 pools; fp32 accumulation); 32 and 64 run v2's fp32 math.
 template <typename T, typename KV = T>
 void paged_attention_decode(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                             PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
