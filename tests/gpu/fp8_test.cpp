@@ -218,9 +218,9 @@ int32_t argmax(std::span<const float> v) {
 // kernel at 128, several splits on the long rows; the streaming tensor-core
 // kernel at 128 with many pairs) and the prefill tiles. Random codes under
 // scales != 1, so a scale applied twice or not at all shows. Bounds: the
-// 16-bit kernels' (the values are exact in T and in f16); the tensor-core
-// kernels round Q and P (to T in the prefill, to f16 in decode), twice the
-// SIMT kernels' bound.
+// 16-bit kernels' (the values are exact in T and in f16); the prefill rounds
+// Q and P to T (twice the bound), the tensor-core decode kernels to f16 (a
+// host emulation of that rounding: at most 21 % of the 1x bound, bf16 output).
 struct KvCase {
   int n_heads, n_kv_heads, head_dim, block_size;
   std::vector<int> lens;  // keys per sequence
@@ -317,7 +317,7 @@ void run_kv8_case(const KvCase& c) {
     w.insert(w.end(), ref.begin() + size_t(r) * q_dim, ref.begin() + size_t(r + 1) * q_dim);
   }
   const float loose = c.mode == 2 && std::is_same_v<T, __nv_bfloat16> ? 3.0f : 1.0f;
-  const float scale = c.mode == 2 || (c.mode == 1 && hd == 128) ? 2.0f : 1.0f;  // Q, P rounded
+  const float scale = c.mode == 2 ? 2.0f : 1.0f;  // the prefill's Q and P in T
   expect_close(g, w, 2e-3f * scale * loose * v_scale * 448.0f, 1e-2f * scale * loose,
                "e4m3 KV attention");
 }

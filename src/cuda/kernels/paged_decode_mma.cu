@@ -73,7 +73,10 @@ __device__ __forceinline__ uint4 e4m3x8_to_h8(const uint2& c) {
 template <typename T>
 __device__ __forceinline__ void load_q(const float* __restrict__ q, const PagedShape& sh, int row,
                                        int kh, int Gr, int g, int t, uint32_t (&qa)[4][4]) {
-  // log2(e): softmax via exp2; k_scale: an e4m3 pool's K scale (1 for T)
+  // log2(e): softmax via exp2; k_scale: an e4m3 pool's K scale (1 for T).
+  // On e4m3 pools T is f16 even for bf16 models: q * scale stays far inside
+  // f16's normal range for scales near 1 (a k_scale below ~1e-3 would push
+  // small q entries into subnormals, losing bits).
   const float scale = rsqrtf(float(kHd)) * 1.4426950408889634f * sh.k_scale;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {

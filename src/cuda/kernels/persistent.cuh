@@ -593,7 +593,7 @@ __device__ __forceinline__ void persist_attend_prefetch_l2(const PersistCache<T>
   if (int(blockIdx.x) >= units * persist_splits(keys, units)) return;
   const PersistItem it(blockIdx.x, keys, n_heads, n_kv_heads);
   const int nt = min(kPersistTile, it.end - it.start), kv_dim = n_kv_heads * HD;
-  if (threadIdx.x >= 2 * nt) return;  // thread 2 r (+ 1): row start + r of K (V)
+  if (nt <= 0 || int(threadIdx.x) >= 2 * nt) return;  // thread 2 r (+ 1): row start + r of K (V)
   const int row = it.start + int(threadIdx.x) / 2;
   const T* src = (threadIdx.x % 2 ? cache.v : cache.k) + cache.row(row) * kv_dim + it.kvh * HD;
   bulk_prefetch_l2(src, uint32_t(HD * sizeof(T)));
