@@ -32,6 +32,19 @@ __device__ __forceinline__ float2 fp8x2_to_float2(uint16_t two) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
 
+// Two e4m3 codes (low byte first) as an f16x2 word, exact (one F2FP: on
+// sm_90 the conversion unit, not the tensor cores, is what an FP8 stream
+// through f16 mma waits for; bench/kernels/NOTES.md "The FP8 consumer alone").
+__device__ __forceinline__ uint32_t e4m3x2_to_h2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two & 0xffffu), __NV_E4M3);
+  return uint32_t(h.x) | uint32_t(h.y) << 16;
+}
+// 8 codes as 4 f16x2 words: the layout of 8 T elements of a 16-byte load.
+__device__ __forceinline__ uint4 e4m3x8_to_h8(const uint2& c) {
+  return make_uint4(e4m3x2_to_h2(c.x), e4m3x2_to_h2(c.x >> 16), e4m3x2_to_h2(c.y),
+                    e4m3x2_to_h2(c.y >> 16));
+}
+
 // 16 codes of one 16-byte load to 16 floats (code values, unscaled).
 __device__ __forceinline__ void unpack16_fp8(const uint4& u, float (&f)[16]) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};

@@ -53,16 +53,6 @@ __device__ __forceinline__ uint32_t word(const uint4& u, int r) {
 template <typename T, typename KV>
 using MmaT = std::conditional_t<kKvFp8<KV>, half, T>;
 
-// Two e4m3 codes (low byte first) as an f16x2 word, exact.
-__device__ __forceinline__ uint32_t e4m3x2_to_h2(uint32_t two) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two & 0xffffu), __NV_E4M3);
-  return uint32_t(h.x) | uint32_t(h.y) << 16;
-}
-// 8 codes as 4 f16x2 words: the layout of 8 T elements of a 16-byte load.
-__device__ __forceinline__ uint4 e4m3x8_to_h8(const uint2& c) {
-  return make_uint4(e4m3x2_to_h2(c.x), e4m3x2_to_h2(c.x >> 16), e4m3x2_to_h2(c.y),
-                    e4m3x2_to_h2(c.y >> 16));
-}
 
 // ---- one 16-key step of a warp, shared by the split and streaming kernels ----
 // Lane (g = lane / 4, t = lane % 4) as in the mma fragments.

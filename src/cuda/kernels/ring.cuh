@@ -154,23 +154,26 @@ __device__ __forceinline__ void ring_tile_dot2(const unsigned char* a, const uns
 // A stage of FP8 rows (e4m3 codes) on the tensor cores: NR rows of row_bytes
 // = K at st, every warp over all of them, warp w taking the 256-byte chunks c
 // = w + 8 jj (jj < NC) of each row; lane l holds x's codes at k = 256 c + 8 l
-// (xq[jj], 8 codes; zero past K). One mma.m16n8k32 (e4m3, fp32 out) per row
-// and chunk: B's column n is the row's 32 bytes at 256 c + 32 n (lane (g, t)
-// = 4 g + t gives column g's k = 4 t..4 t + 3 and 16 + 4 t.. as its 8
-// contiguous bytes), A's rows g and g + 8 the same 8 bytes of x; a dot
-// product does not care in which order k is taken, as long as A and B agree.
-// C's diagonal (row g = column n) is the chunk's segment n . x: lane (g, t)
-// holds C[g][2t] (c0) and C[g][2t + 1] (c1), the diagonal where g = 2t or
-// 2t + 1. So one instruction takes 256 weight bytes, 16x the work a
-// row-times-vector needs, where the SIMT form paid a conversion to f16x2,
-// two to f32 and an FMA per byte. Each mma starts from zero C and its
-// diagonal is added in fp32 (the tensor cores' FP8 accumulation keeps fewer
-// bits, e.g. bench/kernels/NOTES.md "FP8 on the H200").
+// as f16 pairs (xh[jj]: e4m3x8_to_h8 of the 8 codes, exact; zero past K).
+// Each row's 8 codes of the chunk widen to f16 pairs the same way (exact),
+// and two mma.m16n8k16 (f16, fp32 out) take the chunk's 256 bytes: B's column
+// n is the row's 32 codes at 256 c + 32 n (lane (g, t) = 4 g + t gives
+// column g's k = 2t, 2t + 1 and 2t + 8, 2t + 9 of each mma as its pairs 0, 1
+// and 2, 3), A's rows g and g + 8 the same pairs of x; a dot product does not
+// care in which order k is taken, as long as A and B agree. C's diagonal
+// (row g = column n) is the chunk's segment n . x: lane (g, t) holds C[g][2t]
+// (c0) and C[g][2t + 1] (c1), the diagonal where g = 2t or 2t + 1. So two
+// instructions take 256 weight bytes, 16x the work a row-times-vector needs,
+// where SIMT tiles paid a conversion to f16x2, two to f32 and an FMA per byte.
+// (sm_90 has no FP8 mma.sync: ptxas turns mma.m16n8k32.e4m3 into these two
+// f16 mma after widening both operands; widening x once per phase here keeps
+// that off the stage loop.) Each chunk's two mma start from zero C and its
+// diagonal is added in fp32.
 // out: the rows' sums, warp-reduced: lane l holds row ring_row_of_lane<NR>(l).
-template <int NR, int NC>
+template <int NR, int NC, bool kBranchFree>
 __device__ __forceinline__ float ring_tile_mma_fp8(const unsigned char* st, uint32_t row_bytes,
                                                    int K, int warp, int lane,
-                                                   const uint2 (&xq)[NC]) {
+                                                   const uint4 (&xh)[NC]) {
   static_assert(NR >= 1 && NR <= 32 && (NR & (NR - 1)) == 0);
   const int g = lane / 4, t = lane % 4;
   const float m0 = g == 2 * t ? 1.0f : 0.0f, m1 = g == 2 * t + 1 ? 1.0f : 0.0f;
@@ -180,17 +183,32 @@ __device__ __forceinline__ float ring_tile_mma_fp8(const unsigned char* st, uint
     v[n] = 0.0f;
 #pragma unroll
     for (int jj = 0; jj < NC; ++jj) {
-      const int k0 = (warp + 8 * jj) * 256;
-      if (k0 < K) {  // warp-uniform: the mma takes every lane
-        const int k = k0 + 8 * lane;
-        const uint2 w = k < K ? *reinterpret_cast<const uint2*>(st + n * row_bytes + k)
-                              : make_uint2(0u, 0u);
+      // kBranchFree: no branch (the mma runs past K on zeroed codes). With
+      // the load and the mma guarded per chunk the stage took 2.5x as long in
+      // the consumer lab (the chunks' loads and mma did not overlap).
+      const int k = (warp + 8 * jj) * 256 + 8 * lane;
+      const bool in = k < K;
+      uint2 w = make_uint2(0u, 0u);
+      if constexpr (kBranchFree) {  // past K: a load in the row, its codes zeroed
+        w = *reinterpret_cast<const uint2*>(st + n * row_bytes + (in ? k : 0));
+        w.x = in ? w.x : 0u;
+        w.y = in ? w.y : 0u;
+      } else if (in) {
+        w = *reinterpret_cast<const uint2*>(st + n * row_bytes + k);
+      }
+      if (kBranchFree || (warp + 8 * jj) * 256 < K) {  // warp-uniform
+        const uint4 h = e4m3x8_to_h8(w);
         float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
         asm volatile(
-            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, "
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
             "{%4,%4,%5,%5}, {%6,%7}, {%0,%1,%2,%3};\n"
             : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-            : "r"(xq[jj].x), "r"(xq[jj].y), "r"(w.x), "r"(w.y));
+            : "r"(xh[jj].x), "r"(xh[jj].y), "r"(h.x), "r"(h.y));
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+            "{%4,%4,%5,%5}, {%6,%7}, {%0,%1,%2,%3};\n"
+            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+            : "r"(xh[jj].z), "r"(xh[jj].w), "r"(h.z), "r"(h.w));
         v[n] += d0 * m0 + d1 * m1;
       }
     }
