@@ -452,10 +452,7 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
           acc[0]);
       ++j;
     } else if constexpr (kFp8) {
-      // Branch-free chunks for the short rows (NC <= 2: QKV, o, gate/up); the
-      // down rows' 7 chunks keep their guards (bench/kernels/NOTES.md "The
-      // FP8 consumer alone": without them the phase ran slower).
-      acc[0] = ring_tile_mma_fp8<G * R, NC, (NC <= 2)>(st, row_bytes, K, warp, lane, xh);
+      acc[0] = ring_tile_mma_fp8<G * R, NC, true>(st, row_bytes, K, warp, lane, xh);
     } else {
       ring_tile_dot<T, R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
     }

@@ -177,10 +177,9 @@ __device__ __forceinline__ float ring_tile_mma_fp8(const unsigned char* st, uint
   static_assert(NR >= 1 && NR <= 32 && (NR & (NR - 1)) == 0);
   const int g = lane / 4, t = lane % 4;
   const float m0 = g == 2 * t ? 1.0f : 0.0f, m1 = g == 2 * t + 1 ? 1.0f : 0.0f;
-  float v[NR];
-#pragma unroll
-  for (int n = 0; n < NR; ++n) {
-    v[n] = 0.0f;
+  // Row n's dot products over this warp's chunks.
+  const auto row_dot = [&](int n) {
+    float acc = 0.0f;
 #pragma unroll
     for (int jj = 0; jj < NC; ++jj) {
       // kBranchFree: no branch (the mma runs past K on zeroed codes). With
@@ -209,8 +208,23 @@ __device__ __forceinline__ float ring_tile_mma_fp8(const unsigned char* st, uint
             "{%4,%4,%5,%5}, {%6,%7}, {%0,%1,%2,%3};\n"
             : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
             : "r"(xh[jj].z), "r"(xh[jj].w), "r"(h.z), "r"(h.w));
-        v[n] += d0 * m0 + d1 * m1;
+        acc += d0 * m0 + d1 * m1;
       }
+    }
+    return acc;
+  };
+  float v[NR];
+  if constexpr (NC <= 2) {
+#pragma unroll
+    for (int n = 0; n < NR; ++n) v[n] = row_dot(n);
+  } else {  // long rows (down): one row's chunks in flight at a time
+#pragma unroll
+    for (int n = 0; n < NR; ++n) v[n] = 0.0f;
+#pragma unroll 1
+    for (int n = 0; n < NR; ++n) {
+      const float a = row_dot(n);
+#pragma unroll
+      for (int i = 0; i < NR; ++i) v[i] = i == n ? a : v[i];
     }
   }
   // Sum each row over the lanes, halving the rows each step (lanes with bit
