@@ -1,15 +1,19 @@
 // Consumer lab: how fast a persistent-kernel block's 8 consumer warps take a
 // 32 KB ring stage with the weights already in shared memory (no HBM, no
 // producer, no epilogue), the product's own tile functions (ring.cuh):
-//   fp8   ring_tile_mma_fp8<8, 2>: 8 e4m3 rows of K = 4096 (the FP8 tiles:
-//         codes widened to f16 pairs, two f16 mma per 256 bytes), without
-//         and (variant 6) with its per-chunk guards (K not a multiple of 2048)
+//   fp8   ring_tile_mma_fp8<8, 2, kBranchFree>: 8 e4m3 rows of K = 4096 (the
+//         FP8 tiles: codes widened to f16 pairs, two f16 mma per 256 bytes),
+//         branch-free (the product) and (variant 6) with a guard per chunk
+//         (always true at this K, still 2.5x slower)
 //   f16   ring_tile_dot<half, 2, 4> in 2 groups: 4 rows of K = 4096 (16-bit)
 //   and variants of the FP8 step (tile_variant below).
 // One block per SM, every block over `iters` stages (6 rotating stages filled
 // with random bytes); CUDA events, 3 warm-ups, median of 9. The figure:
 // stage bytes x blocks / time, "GB/s of weights a consumer could take", to
-// set beside the read probe (NOTES.md, "The FP8 consumer alone").
+// set beside the read probe (NOTES.md, "The FP8 consumer alone"). A best
+// case: no register cap of the product's kernel (its spills), no producer
+// warp, only the 2-chunk rows (not down's rolled loop); cycles at the
+// maximum clock.
 #include <cuda_runtime.h>
 
 #include <algorithm>

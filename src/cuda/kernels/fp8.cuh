@@ -32,9 +32,9 @@ __device__ __forceinline__ float2 fp8x2_to_float2(uint16_t two) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
 
-// Two e4m3 codes (low byte first) as an f16x2 word, exact (one F2FP: on
-// sm_90 the conversion unit, not the tensor cores, is what an FP8 stream
-// through f16 mma waits for; bench/kernels/NOTES.md "The FP8 consumer alone").
+// Two e4m3 codes (low byte first) as an f16x2 word, exact (one F2FP; on
+// sm_90 these conversions and the f16 mma each take about as long as a
+// stage of FP8 weights: bench/kernels/NOTES.md "The FP8 consumer alone").
 __device__ __forceinline__ uint32_t e4m3x2_to_h2(uint32_t two) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two & 0xffffu), __NV_E4M3);
   return uint32_t(h.x) | uint32_t(h.y) << 16;

@@ -157,18 +157,22 @@ __device__ __forceinline__ void ring_tile_dot2(const unsigned char* a, const uns
 // as f16 pairs (xh[jj]: e4m3x8_to_h8 of the 8 codes, exact; zero past K).
 // Each row's 8 codes of the chunk widen to f16 pairs the same way (exact),
 // and two mma.m16n8k16 (f16, fp32 out) take the chunk's 256 bytes: B's column
-// n is the row's 32 codes at 256 c + 32 n (lane (g, t) = 4 g + t gives
-// column g's k = 2t, 2t + 1 and 2t + 8, 2t + 9 of each mma as its pairs 0, 1
-// and 2, 3), A's rows g and g + 8 the same pairs of x; a dot product does not
-// care in which order k is taken, as long as A and B agree. C's diagonal
+// n is the row's 32 codes at 256 c + 32 n (lane (g, t) = 4 g + t gives column
+// g's k = {2t, 2t + 1} and {2t + 8, 2t + 9} as its pairs 0 and 1 in the first
+// mma, pairs 2 and 3 at the same k in the second), A's rows g and g + 8 the
+// same pairs of x; a dot product does not care in which order k is taken, as
+// long as A and B agree. C's diagonal
 // (row g = column n) is the chunk's segment n . x: lane (g, t) holds C[g][2t]
 // (c0) and C[g][2t + 1] (c1), the diagonal where g = 2t or 2t + 1. So two
 // instructions take 256 weight bytes, 16x the work a row-times-vector needs,
 // where SIMT tiles paid a conversion to f16x2, two to f32 and an FMA per byte.
 // (sm_90 has no FP8 mma.sync: ptxas turns mma.m16n8k32.e4m3 into these two
 // f16 mma after widening both operands; widening x once per phase here keeps
-// that off the stage loop.) Each chunk's two mma start from zero C and its
-// diagonal is added in fp32.
+// that off the stage loop.) Each chunk's first mma starts from zero C, the
+// second adds to it, and the diagonal is added in fp32.
+// kBranchFree: no guard per chunk; it needs the NR rows inside the stage
+// (stale bytes are fine: a row's codes only meet its own sum) and x's codes
+// past K zero (persist_consume's). The guarded form is the lab's.
 // out: the rows' sums, warp-reduced: lane l holds row ring_row_of_lane<NR>(l).
 template <int NR, int NC, bool kBranchFree>
 __device__ __forceinline__ float ring_tile_mma_fp8(const unsigned char* st, uint32_t row_bytes,
