@@ -27,7 +27,7 @@ PRESETS=${PRESETS:-llmib-128-b64 max-load-128}
 SRC=${SRC:-/work/wt-17}
 mkdir -p "$OUT/json" "$OUT/logs"
 root=$(pwd)
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib "$root/$BIN/lib"; do
+for d in /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64 /usr/local/cuda/lib "$root/$BIN/lib"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
 done
 if [ ! -e "$SRC/tests" ] && [ "$root" != "$SRC" ]; then mkdir -p "$(dirname "$SRC")" && ln -sfn "$root" "$SRC"; fi

@@ -13,7 +13,7 @@ BIN=${1:-out/final}
 OUT=${OUT:-out/final_batch}
 PRESETS=${PRESETS:-llmib-128-b1 llmib-128-b64 max-load-128 llmib-1024-b64}
 mkdir -p "$OUT/logs"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$root/$BIN/lib:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:$root/$BIN/lib:${LD_LIBRARY_PATH:-}
 if [ ! -e /work/main/assets ] && [ "$root" != /work/main ]; then
   mkdir -p /work && ln -sfn "$root" /work/main
 fi

@@ -34,7 +34,7 @@ export PYTHONUNBUFFERED=1
 if [ ! -e /work/main/assets ] && [ "$root" != /work/main ]; then
   mkdir -p /work 2>/dev/null && ln -sfn "$root" /work/main 2>/dev/null || true
 fi
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+for d in /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64 /usr/local/cuda/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
 done
 if ! ldconfig -p 2>/dev/null | grep -q libcublas.so.13 && [ ! -e /usr/local/cuda/lib64/libcublas.so.13 ]; then

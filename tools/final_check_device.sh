@@ -11,7 +11,7 @@ root=$(pwd)
 pack_tar=$1
 dir=$(dirname "$pack_tar")
 tar xf "$pack_tar" -C "$dir"
-export LD_LIBRARY_PATH=$root/$dir/pack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$root/$dir/pack/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
 # Binaries built in another checkout look for test data there.
 build_root=${BUILD_ROOT:-/work/main}
 [ "$build_root" = "$root" ] || { mkdir -p "$(dirname "$build_root")" && ln -sfn "$root" "$build_root"; }

@@ -22,7 +22,7 @@ mkdir -p "$OUT"
 for w in ${SRC_TREES:-/work/main /work/wt-16p}; do
   if [ ! -e "$w/tests" ] && [ "$root" != "$w" ]; then mkdir -p "$(dirname "$w")" && ln -sfn "$root" "$w"; fi
 done
-export LD_LIBRARY_PATH=$root/$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$root/$B/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
 
 OUT=$OUT/tests TESTS="gpu_fp8_tests gpu_paged_attention_tests gpu_forward_tests" \
   tools/fp8_device.sh "$B" tests

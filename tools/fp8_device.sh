@@ -23,7 +23,7 @@ BENCHES=${BENCHES:-same:none,fp8 max-load-128:none,fp8,fp8kv llmib-128-b64:none,
 MODEL=dummy:llama-3.1-8b
 mkdir -p "$OUT/json" "$OUT/logs"
 root=$(pwd)
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib "$root/$BIN/lib"; do
+for d in /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64 /usr/local/cuda/lib "$root/$BIN/lib"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
 done
 # Binaries find test data and assets under the tree they were built in.

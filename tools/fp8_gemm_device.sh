@@ -12,7 +12,7 @@ set -uo pipefail
 P=${1:?PACK_DIR}
 O=${OUT:-out/fp8gemm}
 mkdir -p "$O"
-export LD_LIBRARY_PATH=$P/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$P/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >"$O/gpu.txt" 2>&1
 t0=$SECONDS
 timeout 80 "$P/bench/kernels/gemm_fp8_lab" >"$O/gemm_fp8_lab.log" 2>&1

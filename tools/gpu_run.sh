@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 root=$(pwd)
 # The binaries were built in /work/main: test data and assets are found there.
 if [ ! -e /work/main/tests ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib "$root/$BIN/lib"; do
+for d in /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64 /usr/local/cuda/lib "$root/$BIN/lib"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
 done
 { nvidia-smi; nvidia-smi -q -d CLOCK | head -40; } >"$OUT/nvidia_smi.txt" 2>&1

@@ -15,7 +15,7 @@ B=${1:-build/release}
 OUT=${OUT:-out/gpu_suites}
 FILTER=${FILTER:-*}
 mkdir -p "$OUT"
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib "$root/$B/lib"; do
+for d in /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64 /usr/local/cuda/lib "$root/$B/lib"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
 done
 # Binaries built in /work/main find their test data and assets there.
