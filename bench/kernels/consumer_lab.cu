@@ -1,10 +1,10 @@
 // Consumer lab: how fast a persistent-kernel block's 8 consumer warps take a
 // 32 KB ring stage with the weights already in shared memory (no HBM, no
 // producer, no epilogue), the product's own tile functions (ring.cuh):
-//   fp8   ring_tile_mma_fp8<8, 2, kBranchFree>: 8 e4m3 rows of K = 4096 (the
-//         FP8 tiles: codes widened to f16 pairs, two f16 mma per 256 bytes),
-//         branch-free (the product) and (variant 6) with a guard per chunk
-//         (always true at this K, still 2.5x slower)
+//   fp8   ring_tile_mma_fp8<8, 2>: 8 e4m3 rows of K = 4096 (the FP8 tiles:
+//         codes widened to f16 pairs, two f16 mma per 256 bytes, no branch),
+//         and (variant 6) the same with a guard per chunk (always true at this
+//         K, still 2.5x slower)
 //   f16   ring_tile_dot<half, 2, 4> in 2 groups: 4 rows of K = 4096 (16-bit)
 //   and variants of the FP8 step (tile_variant below).
 // One block per SM, every block over `iters` stages (6 rotating stages filled
@@ -46,7 +46,8 @@ __global__ void __launch_bounds__(256, 1) fill(unsigned char* p, size_t n) {
 // mma after F2FP conversions of both operands); 5 the product's two f16 mma
 // with the codes widened by bit moves (sign to bit 15, exponent and mantissa
 // shifted into f16's: the value times 2^-8, exact, subnormals included)
-// instead of the conversion unit's F2FP.
+// instead of the conversion unit's F2FP; 6 the product's tile with a guard
+// per chunk around the load and the mma (its form until 8c7e27f).
 template <int kMode, int NR, int NC>
 __device__ __forceinline__ float tile_variant(const unsigned char* st, uint32_t row_bytes, int K,
                                               int warp, int lane, int it, const uint2 (&xq)[NC],
@@ -79,7 +80,7 @@ __device__ __forceinline__ float tile_variant(const unsigned char* st, uint32_t 
             "{%4,%4,%5,%5}, {%6,%7}, {%0,%1,%2,%3};\n"
             : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
             : "r"(xq[jj].x), "r"(xq[jj].y), "r"(w.x), "r"(w.y));
-      } else {  // 5: bit moves: codes (0, 2), (1, 3) of each word, times 2^-8
+      } else if constexpr (kMode == 5) {  // bit moves: codes (0, 2), (1, 3) of each word, x 2^-8
         const uint2 w = *reinterpret_cast<const uint2*>(st + n * row_bytes + k);
         uint32_t h[4];
         const uint32_t ww[2] = {w.x, w.y};
@@ -98,22 +99,25 @@ __device__ __forceinline__ float tile_variant(const unsigned char* st, uint32_t 
             "{%4,%4,%5,%5}, {%6,%7}, {%0,%1,%2,%3};\n"
             : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
             : "r"(xh[jj][2]), "r"(xh[jj][3]), "r"(h[2]), "r"(h[3]));
+      } else if ((warp + 8 * jj) * 256 < K) {  // 6: the product's tile, guarded per chunk
+        const uint2 w =
+            k < K ? *reinterpret_cast<const uint2*>(st + n * row_bytes + k) : make_uint2(0u, 0u);
+        const uint4 h = e4m3x8_to_h8(w);
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+            "{%4,%4,%5,%5}, {%6,%7}, {%0,%1,%2,%3};\n"
+            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+            : "r"(xh[jj][0]), "r"(xh[jj][1]), "r"(h.x), "r"(h.y));
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+            "{%4,%4,%5,%5}, {%6,%7}, {%0,%1,%2,%3};\n"
+            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+            : "r"(xh[jj][2]), "r"(xh[jj][3]), "r"(h.z), "r"(h.w));
       }
       v[n] += d0 * m0 + d1 * m1;
     }
   }
-  int o = 16;
-#pragma unroll
-  for (int h = NR / 2; h >= 1; h /= 2, o /= 2) {
-    const bool up = lane & o;
-#pragma unroll
-    for (int i = 0; i < h; ++i) {
-      const float send = up ? v[i] : v[i + h], keep = up ? v[i + h] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-    }
-  }
-  for (; o >= 1; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
-  return v[0];
+  return ring_rows_sum<NR>(v, lane);
 }
 
 template <int kVariant>
@@ -125,16 +129,16 @@ __global__ void __launch_bounds__(256, 1)
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float total = 0.0f;
-  if constexpr (kVariant == 0 || kVariant == 6) {
+  if constexpr (kVariant == 0) {
     uint4 xh[2];
     for (int jj = 0; jj < 2; ++jj)
       xh[jj] = e4m3x8_to_h8(make_uint2(0x30303030u + lane, 0x38383838u - warp));
     for (int it = 0; it < iters; ++it) {
       const unsigned char* st = sm + (it % kStages) * kStageBytes;
-      total += ring_tile_mma_fp8<8, 2, kVariant == 0>(st, kK, kK, warp, lane, xh);
+      total += ring_tile_mma_fp8<8, 2>(st, kK, kK, warp, lane, xh);
       __syncwarp();
     }
-  } else if constexpr (kVariant >= 2 && kVariant <= 5) {
+  } else if constexpr (kVariant >= 2) {
     uint2 xq[2];
     uint32_t xh[2][4];
     for (int jj = 0; jj < 2; ++jj) {

@@ -452,7 +452,7 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
           acc[0]);
       ++j;
     } else if constexpr (kFp8) {
-      acc[0] = ring_tile_mma_fp8<G * R, NC, true>(st, row_bytes, K, warp, lane, xh);
+      acc[0] = ring_tile_mma_fp8<G * R, NC>(st, row_bytes, K, warp, lane, xh);
     } else {
       ring_tile_dot<T, R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
     }

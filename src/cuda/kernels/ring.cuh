@@ -151,6 +151,25 @@ __device__ __forceinline__ void ring_tile_dot2(const unsigned char* a, const uns
   acc = warp_sum(acc);
 }
 
+// NR rows' partial sums v[r] summed over the warp's lanes, halving the rows
+// each step (lanes with bit o of their index keep the upper half): NR - 1 + 5
+// - log2(NR) shuffles, not 5 per row. Lane l gets row ring_row_of_lane<NR>(l).
+template <int NR>
+__device__ __forceinline__ float ring_rows_sum(float (&v)[NR], int lane) {
+  int o = 16;
+#pragma unroll
+  for (int h = NR / 2; h >= 1; h /= 2, o /= 2) {
+    const bool up = lane & o;
+#pragma unroll
+    for (int i = 0; i < h; ++i) {
+      const float send = up ? v[i] : v[i + h], keep = up ? v[i + h] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  for (; o >= 1; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+  return v[0];
+}
+
 // A stage of FP8 rows (e4m3 codes) on the tensor cores: NR rows of row_bytes
 // = K at st, every warp over all of them, warp w taking the 256-byte chunks c
 // = w + 8 jj (jj < NC) of each row; lane l holds x's codes at k = 256 c + 8 l
@@ -170,11 +189,13 @@ __device__ __forceinline__ void ring_tile_dot2(const unsigned char* a, const uns
 // f16 mma after widening both operands; widening x once per phase here keeps
 // that off the stage loop.) Each chunk's first mma starts from zero C, the
 // second adds to it, and the diagonal is added in fp32.
-// kBranchFree: no guard per chunk; it needs the NR rows inside the stage
-// (stale bytes are fine: a row's codes only meet its own sum) and x's codes
-// past K zero (persist_consume's). The guarded form is the lab's.
+// No guard per chunk (with the load and the mma guarded the stage took 2.5x
+// as long in the consumer lab, whose variant 6 keeps that form): past K the
+// codes are zeroed and the mma runs anyway. It needs the NR rows inside the
+// stage (stale bytes are fine: a row's codes only meet its own sum) and x's
+// codes past K zero (persist_consume's).
 // out: the rows' sums, warp-reduced: lane l holds row ring_row_of_lane<NR>(l).
-template <int NR, int NC, bool kBranchFree>
+template <int NR, int NC>
 __device__ __forceinline__ float ring_tile_mma_fp8(const unsigned char* st, uint32_t row_bytes,
                                                    int K, int warp, int lane,
                                                    const uint4 (&xh)[NC]) {
@@ -186,20 +207,12 @@ __device__ __forceinline__ float ring_tile_mma_fp8(const unsigned char* st, uint
     float acc = 0.0f;
 #pragma unroll
     for (int jj = 0; jj < NC; ++jj) {
-      // kBranchFree: no branch (the mma runs past K on zeroed codes). With
-      // the load and the mma guarded per chunk the stage took 2.5x as long in
-      // the consumer lab (the chunks' loads and mma did not overlap).
       const int k = (warp + 8 * jj) * 256 + 8 * lane;
-      const bool in = k < K;
-      uint2 w = make_uint2(0u, 0u);
-      if constexpr (kBranchFree) {  // past K: a load in the row, its codes zeroed
-        w = *reinterpret_cast<const uint2*>(st + n * row_bytes + (in ? k : 0));
-        w.x = in ? w.x : 0u;
-        w.y = in ? w.y : 0u;
-      } else if (in) {
-        w = *reinterpret_cast<const uint2*>(st + n * row_bytes + k);
-      }
-      if (kBranchFree || (warp + 8 * jj) * 256 < K) {  // warp-uniform
+      const bool in = k < K;  // past K: a load in the row, its codes zeroed
+      uint2 w = *reinterpret_cast<const uint2*>(st + n * row_bytes + (in ? k : 0));
+      w.x = in ? w.x : 0u;
+      w.y = in ? w.y : 0u;
+      {  // (scope: h and C per chunk)
         const uint4 h = e4m3x8_to_h8(w);
         float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
         asm volatile(
@@ -231,21 +244,7 @@ __device__ __forceinline__ float ring_tile_mma_fp8(const unsigned char* st, uint
       for (int i = 0; i < NR; ++i) v[i] = i == n ? a : v[i];
     }
   }
-  // Sum each row over the lanes, halving the rows each step (lanes with bit
-  // o of their index keep the upper half): NR - 1 + 5 - log2(NR) shuffles,
-  // not 5 per row.
-  int o = 16;
-#pragma unroll
-  for (int h = NR / 2; h >= 1; h /= 2, o /= 2) {
-    const bool up = lane & o;
-#pragma unroll
-    for (int i = 0; i < h; ++i) {
-      const float send = up ? v[i] : v[i + h], keep = up ? v[i + h] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-    }
-  }
-  for (; o >= 1; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
-  return v[0];
+  return ring_rows_sum<NR>(v, lane);
 }
 
 // The row whose sum lane l holds after ring_tile_mma_fp8<NR>: the top
