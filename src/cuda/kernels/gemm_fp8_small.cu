@@ -6,9 +6,9 @@
 //
 // Each warp owns 16 MT weight rows and a K slice: it streams them straight
 // into registers (16-byte loads, no L1 allocation, a ring of 64-k chunks in
-// flight) and multiplies them with mma.sync m16n8k32 e4m3: A = 16 weight
-// rows x 32 k, B = 32 k x 8 tokens, so the tokens are padded to 8 and a
-// weight byte is loaded once for every token. A block is k groups (each a K
+// flight) and multiplies them, widened to f16 (exact), with mma.sync
+// m16n8k16: A = 16 weight rows x 16 k, B = 16 k x 8 tokens, so the tokens are
+// padded to 8 and a weight byte is loaded (and widened) once for every token. A block is k groups (each a K
 // slice) of 1, 2 or 4 warps side by side over the rows; the activations (m K
 // bytes, the same for every block) come from L2, into each warp's registers
 // (one warp per group) or staged once per group in shared memory. The
@@ -16,20 +16,19 @@
 // E once (fp32 arithmetic, as cuBLASLt's epilogue), and adds into y where
 // asked.
 //
-// Fragments (PTX ISA, mma.m16n8k32 with 8-bit types; lane = 4 g + t): A regs
-// 0 and 2 are row g, regs 1 and 3 row g + 8; reg 0/1 hold k 4t..4t+3, reg 2/3
-// k 16+4t..; B reg 0 holds k 4t.. and reg 1 k 16+4t.. of column g; C rows g
-// (c0, c1) and g + 8 (c2, c3), columns 2t, 2t + 1. A dot product does not
-// change when A's and B's k are permuted alike, so lane t loads 16
-// contiguous bytes (k 16t..16t+15 of a 64-k chunk) of its rows and of its
-// token, and feeds bytes 0-3 / 4-7 as (reg 0, reg 2) of the first mma and
-// bytes 8-11 / 12-15 of the second: every load is 16 bytes and contiguous.
-//
-// Accumulation: Hopper's FP8 tensor cores add the products in an
-// accumulator narrower than fp32, so each pair of mmas (64 k) starts from a
-// zero C and is added into fp32 registers (gpu_fp8_tests bounds the error).
+// Fragments (PTX ISA, mma.m16n8k16; lane = 4 g + t): A regs 0 and 2 are row
+// g, regs 1 and 3 row g + 8; reg 0/1 hold k 2t, 2t+1, reg 2/3 k 8+2t..; B
+// reg 0 holds k 2t.. and reg 1 k 8+2t.. of column g; C rows g (c0, c1) and
+// g + 8 (c2, c3), columns 2t, 2t + 1. A dot product does not change when
+// A's and B's k are permuted alike, so lane t loads 16 contiguous bytes (k
+// 16t..16t+15 of a 64-k chunk) of its rows and of its token, and each of the
+// chunk's four mma takes 4 of those bytes from every lane (compute() says
+// which): every load is 16 bytes and contiguous. The f16 products are exact
+// and the mma accumulates in fp32 (gpu_fp8_tests bounds the error against a
+// double sum of the codes).
 #include "core/check.h"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/fp8.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
@@ -41,15 +40,6 @@ namespace hayate::cuda {
 constexpr int kFp8SmallMaxWarps = 8;
 constexpr int kFp8SmallChunk = 64;  // k per chunk: one 16-byte load per row and lane
 constexpr int kFp8SmallStages = 4;  // staged activation chunks per k group (NR > 1)
-
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // y [m, N] (E) from W [N, K], ws [N], x [m, K], xs [m]. MT: 16-row weight
 // tiles per warp; MG: 8-token groups (m <= 8 MG); NR: warps side by side over
@@ -119,18 +109,34 @@ __global__ void __launch_bounds__(32 * kFp8SmallMaxWarps)
   };
 
   float acc[MT][MG][4] = {};
+  // sm_90 has no FP8 mma.sync: ptxas turns mma.m16n8k32.e4m3 into
+  // conversions of both operands and two f16 mma (bench/kernels/NOTES.md,
+  // "The FP8 consumer alone"), so with MG token groups it widened every weight
+  // fragment MG times. Here the codes are widened once (exactly: every e4m3
+  // value is an f16), the weights once per chunk and the tokens once per
+  // weight tile, into f16 pairs (h[i]: bytes 2i, 2i + 1 of the lane's 16),
+  // and four f16 mma per chunk take them; mma i's k pairs are bytes 4i, 4i
+  // + 1 (a0, a1, b0) and 4i + 2, 4i + 3 (a2, a3, b1) on both sides.
+  const auto widen16 = [](const uint4& u, uint32_t(&h)[8]) {
+    const uint4 lo = e4m3x8_to_h8(make_uint2(u.x, u.y)), hi = e4m3x8_to_h8(make_uint2(u.z, u.w));
+    h[0] = lo.x, h[1] = lo.y, h[2] = lo.z, h[3] = lo.w, h[4] = hi.x, h[5] = hi.y, h[6] = hi.z,
+    h[7] = hi.w;
+  };
   const auto compute = [&](const uint4(&fa)[MT][2], const uint4(&fb)[MG]) {
 #pragma unroll
-    for (int j = 0; j < MG; ++j) {
-      if (j >= groups) continue;
+    for (int mt = 0; mt < MT; ++mt) {
+      uint32_t wl[8], wh[8];  // rows g, g + 8
+      widen16(fa[mt][0], wl);
+      widen16(fa[mt][1], wh);
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const uint4 &lo = fa[mt][0], &hi = fa[mt][1], &bb = fb[j];
-        mma_e4m3(c, lo.x, hi.x, lo.y, hi.y, bb.x, bb.y);
-        mma_e4m3(c, lo.z, hi.z, lo.w, hi.w, bb.z, bb.w);
+      for (int j = 0; j < MG; ++j) {
+        if (j >= groups) continue;
+        uint32_t xb[8];  // token 8 j + g
+        widen16(fb[j], xb);
 #pragma unroll
-        for (int r = 0; r < 4; ++r) acc[mt][j][r] += c[r];
+        for (int i = 0; i < 4; ++i)
+          mma16816<half>(acc[mt][j], wl[2 * i], wh[2 * i], wl[2 * i + 1], wh[2 * i + 1],
+                         xb[2 * i], xb[2 * i + 1]);
       }
     }
   };
