@@ -7,14 +7,14 @@
 // Each warp owns 16 MT weight rows and a K slice: it streams them straight
 // into registers (16-byte loads, no L1 allocation, a ring of 64-k chunks in
 // flight) and multiplies them, widened to f16 (exact), with mma.sync
-// m16n8k16: A = 16 weight rows x 16 k, B = 16 k x 8 tokens, so the tokens are
-// padded to 8 and a weight byte is loaded (and widened) once for every token. A block is k groups (each a K
-// slice) of 1, 2 or 4 warps side by side over the rows; the activations (m K
-// bytes, the same for every block) come from L2, into each warp's registers
-// (one warp per group) or staged once per group in shared memory. The
-// groups' partial sums meet in shared memory; the epilogue scales, rounds to
-// E once (fp32 arithmetic, as cuBLASLt's epilogue), and adds into y where
-// asked.
+// m16n8k16: A = 16 weight rows x 16 k, B = 16 k x 8 tokens, so the tokens
+// are padded to 8 and a weight byte is loaded and widened once for all
+// tokens. A block is k groups (each a K slice) of 1, 2 or 4 warps side by
+// side over the rows; the activations (m K bytes, the same for every block)
+// come from L2, into each warp's registers (one warp per group) or staged
+// once per group in shared memory. The groups' partial sums meet in shared
+// memory; the epilogue scales, rounds to E once (fp32 arithmetic, as
+// cuBLASLt's epilogue), and adds into y where asked.
 //
 // Fragments (PTX ISA, mma.m16n8k16; lane = 4 g + t): A regs 0 and 2 are row
 // g, regs 1 and 3 row g + 8; reg 0/1 hold k 2t, 2t+1, reg 2/3 k 8+2t..; B
@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(32 * kFp8SmallMaxWarps)
         widen16(fb[j], xb);
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          mma16816<half>(acc[mt][j], wl[2 * i], wh[2 * i], wl[2 * i + 1], wh[2 * i + 1],
-                         xb[2 * i], xb[2 * i + 1]);
+          mma16816<half>(acc[mt][j], wl[2 * i], wh[2 * i], wl[2 * i + 1], wh[2 * i + 1], xb[2 * i],
+                         xb[2 * i + 1]);
       }
     }
   };
