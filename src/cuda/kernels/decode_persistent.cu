@@ -66,8 +66,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   __syncthreads();  // barriers initialised; the last block-wide barrier
   int j = 0;        // stages used: the ring's stage and parity
 
-  if (warp == kPersistWarps) {  // producer: the weight tiles of every phase, in order
-    if (lane == 0) {
+  if (warp >= kPersistWarps) {  // producer: the weight tiles of every phase, in order
+    setmaxnreg_dec<kPersistProducerRegs>();  // the whole warpgroup, before warps 9-11 leave
+    if (warp == kPersistWarps && lane == 0) {
       int* claim = claims;
       for (int l = 0; l < L_; ++l) {
         const PersistentLayer<T> L = a.layers[l];
@@ -89,6 +90,7 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     return;
   }
 
+  setmaxnreg_inc<kPersistConsumerRegs>();  // both consumer warpgroups, all their threads
   int jd = 0;                   // tiles reduced: the `done` slots
   unsigned k = 0;               // grid barriers passed (thread 0)
   const int keys = *a.pos + 1;  // causal: positions [0, pos]

@@ -18,7 +18,10 @@
 // registers; a warp reduces each row of a stage; the partial sums meet on
 // `done` mbarriers; one warp in turn runs a tile's epilogue), warp 8 lane 0
 // produces (one cp.async.bulk per weight row into the stage, completing on the
-// stage's `full` mbarrier). Producer and consumers count stages with the same
+// stage's `full` mbarrier); warps 9-11 only complete the producer's warpgroup,
+// which gives its registers to the consumers' two (setmaxnreg: 232 registers
+// each, where the 168 of a 384-thread block made the head_dim-128 FP8 and wide
+// kernels spill). Producer and consumers count stages with the same
 // running index j across phases, so the ring's stage (j % S) and parity (j /
 // S) line up without any other protocol.
 //
@@ -54,12 +57,20 @@ constexpr int kPersistStages = 6;
 // 16-bit rows: 4 of K = 4096, or one of K <= 16384; e4m3 rows: 8, or 2.
 constexpr int kPersistStageBytes = 32 * 1024;
 constexpr int kPersistWarps = kPersistConsumers / 32;  // consumer warps
-constexpr int kPersistThreads = kPersistConsumers + 32;  // + the producer warp
-constexpr int kPersistParts = 2 * kPersistStages;   // `done` slots: see persist_consume
-constexpr int kPersistPartRows = 8;  // rows of a tile's partial sums: 2 (16-bit), 8 (FP8)
-constexpr int kPersistMaxGroup = 4;                 // query heads per attention unit
-constexpr int kPersistMaxSplits = 16;               // attention splits per attention unit
-constexpr int kPersistTile = 64;                    // keys per attention tile
+// + the producer's warpgroup: 4 warps, of which warp 8's lane 0 produces (a
+// whole warpgroup, so that setmaxnreg can move its registers to the consumers).
+constexpr int kPersistThreads = kPersistConsumers + 128;
+// setmaxnreg: the kernel is compiled for 384 threads at 168 registers (65,536
+// / 384, rounded to 8); the producer's warpgroup gives its registers back
+// (kPersistProducerRegs) and the two consumer warpgroups take them
+// (kPersistConsumerRegs: 2 x 128 x 232 + 128 x 40 = 64,512 <= 65,536).
+constexpr int kPersistProducerRegs = 40;
+constexpr int kPersistConsumerRegs = 232;
+constexpr int kPersistParts = 2 * kPersistStages;  // `done` slots: see persist_consume
+constexpr int kPersistPartRows = 8;    // rows of a tile's partial sums: 2 (16-bit), 8 (FP8)
+constexpr int kPersistMaxGroup = 4;    // query heads per attention unit
+constexpr int kPersistMaxSplits = 16;  // attention splits per attention unit
+constexpr int kPersistTile = 64;       // keys per attention tile
 // Wide down rows (persist_produce): x's chunks past the first stage's, in
 // shared memory; 384 chunks of 8 make K <= 16384 + 3072 = 19456 (Qwen2.5-7B:
 // 18944), 12 KB beside the 192 KB ring and the attention's 21 KB.
@@ -206,7 +217,7 @@ struct PersistCache {
 // finishes both).
 template <typename T>
 struct QkvRopeTableEpi {
-  float* q;  // [n_heads * d]
+  float* q;               // [n_heads * d]
   PersistCache<T> cache;  // this layer's
   const int32_t* pos;
   const float* cs;  // [2][half_dim]: cos, sin
@@ -387,7 +398,7 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     rstd = rsqrtf(ss / float(K) + eps);
   }
   uint4 xh[kFp8 ? NC : 1];  // FP8: x's codes as f16 pairs (ring_tile_mma_fp8)
-  if constexpr (kFp8) {  // x -> e4m3 codes; rstd becomes x's scale
+  if constexpr (kFp8) {     // x -> e4m3 codes; rstd becomes x's scale
     __shared__ float red_max[kPersistWarps];
     float amax = 0.0f;
 #pragma unroll
@@ -432,7 +443,7 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     const bool epi_warp = warp == jd % kPersistWarps;
     // In a phase's last tile, groups past the phase's rows read stale stage bytes
     // and make sums nobody stores (the epilogue checks g < groups).
-    typename Epi::Pre pre{};     // the epilogue's global reads, under the dot products:
+    typename Epi::Pre pre{};      // the epilogue's global reads, under the dot products:
     float ws[kFp8 ? R : 1] = {};  // FP8, the rows' weight scales too
     if (epi_warp && lane < G && tile * G + lane < groups) {
       pre = epi.prepare(tile * G + lane);
@@ -456,7 +467,7 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
     } else {
       ring_tile_dot<T, R, NC>(st, row_bytes, t, kGroupThreads, nchunks, xr, acc);
     }
-    __syncwarp();  // every lane is done reading the stage
+    __syncwarp();          // every lane is done reading the stage
     if constexpr (kFp8) {  // lane l holds row ring_row_of_lane(l)'s sum
       if (lane % (32 / (G * R)) == 0) rg.part[p][warp][ring_row_of_lane<G * R>(lane)] = acc[0];
       __syncwarp();  // the part writes, before lane 0's release below
@@ -538,7 +549,7 @@ struct PersistItem {
 // chunk c of rows t0 + p * KP + kj, p < kPasses.
 template <int HD>
 struct PersistKvTile {
-  static constexpr int TPK = HD / 8;             // threads per key row, 16 bytes each
+  static constexpr int TPK = HD / 8;                  // threads per key row, 16 bytes each
   static constexpr int KP = kPersistConsumers / TPK;  // keys side by side
   static constexpr int kPasses = (kPersistTile + KP - 1) / KP;
   uint4 k[kPasses], v[kPasses];
@@ -546,8 +557,8 @@ struct PersistKvTile {
   // Rows [t0, min(t0 + 64, end)) of kv head kvh; only_last: only row keys - 1
   // (this step's row, which QKV writes), the others left as they are.
   template <typename T>
-  __device__ void load(const PersistCache<T>& cache, int kv_dim, int kvh, int t0, int end,
-                       int keys, bool only_last) {
+  __device__ void load(const PersistCache<T>& cache, int kv_dim, int kvh, int t0, int end, int keys,
+                       bool only_last) {
     const int nt = min(kPersistTile, end - t0), c = threadIdx.x % TPK, kj = threadIdx.x / TPK;
     const size_t col = size_t(kvh) * HD + c * 8;
 #pragma unroll
@@ -615,11 +626,10 @@ struct PersistQkNorm {
 // pre: persist_attend_prefetch's tile, when it returned true (prefetched).
 template <typename T, int HD, bool kQkNorm>
 __device__ __forceinline__ void persist_attend(const float* q, const PersistCache<T>& cache,
-                                               int n_heads, int n_kv_heads, int keys,
-                                               float* part_o, float* part_ml, int* split_done,
-                                               float* attn, int* attn_done,
-                                               const PersistKvTile<HD>& pre, bool prefetched,
-                                               const PersistQkNorm<T>& qk) {
+                                               int n_heads, int n_kv_heads, int keys, float* part_o,
+                                               float* part_ml, int* split_done, float* attn,
+                                               int* attn_done, const PersistKvTile<HD>& pre,
+                                               bool prefetched, const PersistQkNorm<T>& qk) {
   using Tile = PersistKvTile<HD>;
   constexpr int TPK = Tile::TPK, KP = Tile::KP, kPasses = Tile::kPasses;
   constexpr int GM = kPersistMaxGroup;
@@ -796,7 +806,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
         __threadfence();  // our partials, before the count that may make another block combine
         last_split = atomicAdd(split_done + it.unit, 1) == nsplit - 1;
       }
-      consumer_sync();  // last_split
+      consumer_sync();   // last_split
       if (last_split) {  // combine: sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s, online in s
         __threadfence();
         for (int i = tid; i < G * HD; i += kPersistConsumers) {

@@ -19,6 +19,23 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Warp-specialised register budgets (sm_90a): every thread of a warpgroup
+// (4 warps) lowers or raises its register count to N (a multiple of 8 in
+// [24, 256]); an increase waits for registers the others gave back. Without
+// sm_90a's features a no-op: the kernel then keeps its compiled budget.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N) : "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N) : "memory");
+#endif
+}
+
 // mbarrier + bulk copy (sm_90). Other architectures trap: the build targets
 // sm_90a only (CMakeLists.txt), the guard keeps the header compilable.
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
