@@ -104,10 +104,7 @@ test('load and faults with --api-key: pool idle, memory bounded, fresh request w
   };
   // The first round is the warm-up: the allocator's high-water mark of 64
   // concurrent streams. What a second, identical round adds is what the
-  // server keeps per round. (Before 2026-12-05 the reference came after 4
-  // warm-up streams and both readings 300 ms after the load, while those
-  // threads were alive: 76-107 MB of growth under ASan, a failure at 107; with
-  // the wait, six rounds held 350-375 MB.)
+  // server keeps per round.
   const before = await round();
   const after = await round();
   console.log(`fault: RSS ${before.toFixed(0)} MB after a first round, ${after.toFixed(0)} MB ` +
