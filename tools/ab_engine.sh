@@ -11,9 +11,9 @@
 # A "binary" may be a script that sets a switch and execs hayate.
 # Environment: OUT (default out/ab), ROUNDS (default 2), MODEL (default
 #   dummy:llama-3.1-8b), STEPS (default latency,p122,maxload,llmib,ppl;
-#   llmib128 runs llmib-128-b64 alone), POWER_LOG=1 to log power and SM clock
-#   every second (nvidia-smi dmon) to $OUT/power.log beside the runs' start
-#   times in $OUT/summary.txt.
+#   llmib128 runs llmib-128-b64 alone, llmib1024 llmib-1024-b64 alone),
+#   POWER_LOG=1 to log power and SM clock every second (nvidia-smi dmon) to
+#   $OUT/power.log beside the runs' start times in $OUT/summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BINS=("$@")
@@ -59,8 +59,10 @@ for r in $(seq 1 "$ROUNDS"); do
       run "$label" "$bin" "llmib128-r$r" bench --model "$MODEL" --mode throughput \
         --preset llmib-128-b64
     fi
-    has llmib && run "$label" "$bin" "llmib1024-r$r" bench --model "$MODEL" --mode throughput \
-      --preset llmib-1024-b64
+    if has llmib || has llmib1024; then
+      run "$label" "$bin" "llmib1024-r$r" bench --model "$MODEL" --mode throughput \
+        --preset llmib-1024-b64
+    fi
   done
 done
 if has ppl; then
