@@ -24,8 +24,9 @@
 // v2 on the same bytes. Q and P are rounded to T (fp32 accumulation), as in
 // the tensor-core prefill. Splits, merge and combine are v2's (paged_decode.cuh).
 // e4m3 pools (--kv-cache-dtype fp8): K and V codes load as 8 or 16 bytes and
-// turn into f16 pairs (cvt.rn.f16x2.e4m3x2, exact), so the steps run on f16
-// mma whatever T is (MmaT); k_scale joins Q's scale, v_scale the output's.
+// turn into f16 pairs (cvt.rn.f16x2.e4m3x2, exact) where the step uses them,
+// so the steps run on f16 mma whatever T is (MmaT); k_scale joins Q's scale,
+// v_scale the output's.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -84,66 +85,87 @@ __device__ __forceinline__ void load_q(const float* __restrict__ q, const PagedS
   }
 }
 
+// K and V stay in registers as loaded (e4m3 codes or T) and turn into MmaT
+// where the step uses them, so a prefetched step's loads (the streaming
+// kernel's) stay in flight through the current step's math instead of
+// waiting for conversions right after the load.
+
+// 8 elements of a K or V row as loaded -> 8 MmaT (e4m3: cvt.rn.f16x2.e4m3x2).
+template <typename KV>
+__device__ __forceinline__ uint4 as_mma(const KvVec<KV>& r) {
+  if constexpr (kKvFp8<KV>)
+    return e4m3x8_to_h8(r);
+  else
+    return r;
+}
+
+// The V elements of one key a lane holds: dims 16g .. 16g + 15, as loaded
+// (16 codes: one 16-byte load; 16 T: two).
+template <typename KV>
+struct VRaw {
+  uint4 w[kKvFp8<KV> ? 1 : 2];
+};
+// Dims 16g + 8u .. + 7 of v as 8 MmaT.
+template <typename KV>
+__device__ __forceinline__ uint4 v_half(const VRaw<KV>& v, int u) {
+  if constexpr (kKvFp8<KV>)
+    return e4m3x8_to_h8(u == 0 ? make_uint2(v.w[0].x, v.w[0].y) : make_uint2(v.w[0].z, v.w[0].w));
+  else
+    return v.w[u];
+}
+
 // K of keys [base, base + 16) (zeros from k1 on): lane (g, t) holds key
-// 8 nt + g, dims (4j + t) 8 .. + 7 in kr[nt][j] (as MmaT). off(key): the
-// key's element offset in the pool (its kv head's column included).
+// 8 nt + g, dims (4j + t) 8 .. + 7 in kr[nt][j]. off(key): the key's element
+// offset in the pool (its kv head's column included).
 template <typename KV, typename Off>
-__device__ __forceinline__ void load_k(uint4 (&kr)[2][4], const KV* __restrict__ k_pool, Off off,
-                                       int base, int k1, int g, int t) {
+__device__ __forceinline__ void load_k(KvVec<KV> (&kr)[2][4], const KV* __restrict__ k_pool,
+                                       Off off, int base, int k1, int g, int t) {
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
     const int key = base + 8 * nt + g;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) kr[nt][j] = make_uint4(0, 0, 0, 0);
+    for (int j = 0; j < 4; ++j) kr[nt][j] = KvVec<KV>{};
     if (key < k1) {
       const KvVec<KV>* kp = reinterpret_cast<const KvVec<KV>*>(k_pool + off(key));
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if constexpr (kKvFp8<KV>)
-          kr[nt][j] = e4m3x8_to_h8(kp[4 * j + t]);
-        else
-          kr[nt][j] = kp[4 * j + t];
-      }
+      for (int j = 0; j < 4; ++j) kr[nt][j] = kp[4 * j + t];
     }
   }
 }
 
-// V of keys base + 2t, 2t + 1, 2t + 8, 2t + 9 (vr[e]), dims 16g .. 16g + 15
-// (as MmaT); zeros from k1 on (P = 0 must not meet NaN).
+// V of keys base + 2t, 2t + 1, 2t + 8, 2t + 9 (vr[e]), dims 16g .. 16g + 15;
+// zeros from k1 on (P = 0 must not meet NaN).
 template <typename KV, typename Off>
-__device__ __forceinline__ void load_v(uint4 (&vr)[4][2], const KV* __restrict__ v_pool, Off off,
+__device__ __forceinline__ void load_v(VRaw<KV> (&vr)[4], const KV* __restrict__ v_pool, Off off,
                                        int base, int k1, int g, int t) {
+  constexpr int kW = kKvFp8<KV> ? 1 : 2;  // 16-byte loads per key
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int key = base + 2 * t + (e & 1) + (e >> 1) * 8;
-    vr[e][0] = vr[e][1] = make_uint4(0, 0, 0, 0);
+    vr[e] = VRaw<KV>{};
     if (key < k1) {
-      if constexpr (kKvFp8<KV>) {  // 16 codes, one 16-byte load
-        const uint4 c = reinterpret_cast<const uint4*>(v_pool + off(key))[g];
-        vr[e][0] = e4m3x8_to_h8(make_uint2(c.x, c.y));
-        vr[e][1] = e4m3x8_to_h8(make_uint2(c.z, c.w));
-      } else {
-        const uint4* vp = reinterpret_cast<const uint4*>(v_pool + off(key)) + 2 * g;
-        vr[e][0] = vp[0];
-        vr[e][1] = vp[1];
-      }
+      const uint4* vp = reinterpret_cast<const uint4*>(v_pool + off(key)) + kW * g;
+#pragma unroll
+      for (int w = 0; w < kW; ++w) vr[e].w[w] = vp[w];
     }
   }
 }
 
 // S [head g][keys 8nt + 2t, + 1] in s[nt][0..1] (s[nt][2..3]: zero rows).
-template <typename T>
-__device__ __forceinline__ void scores(const uint32_t (&qa)[4][4], const uint4 (&kr)[2][4],
+template <typename T, typename KV>
+__device__ __forceinline__ void scores(const uint32_t (&qa)[4][4], const KvVec<KV> (&kr)[2][4],
                                        float (&s)[2][4]) {
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
     s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < 4; ++j) {
+      const uint4 k = as_mma<KV>(kr[nt][j]);
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        mma16816<T>(s[nt], qa[j][2 * h], 0u, qa[j][2 * h + 1], 0u, word(kr[nt][j], 2 * h),
-                    word(kr[nt][j], 2 * h + 1));
+        mma16816<T>(s[nt], qa[j][2 * h], 0u, qa[j][2 * h + 1], 0u, word(k, 2 * h),
+                    word(k, 2 * h + 1));
+    }
   }
 }
 
@@ -151,9 +173,9 @@ __device__ __forceinline__ void scores(const uint32_t (&qa)[4][4], const uint4 (
 // k1) and O^T += V^T P^T. o[4u + r]: O^T tile (dims 16g + 8u + 2r in c0/c1,
 // + 1 in c2/c3; heads 2t, 2t + 1); m_run: head g's max (log2 units), l_run:
 // this lane's share of head g's sum.
-template <typename T>
+template <typename T, typename KV>
 __device__ __forceinline__ void softmax_pv(float (&s)[2][4], int base, int k1, int t,
-                                           float& m_run, float& l_run, const uint4 (&vr)[4][2],
+                                           float& m_run, float& l_run, const VRaw<KV> (&vr)[4],
                                            float (&o)[8][4]) {
   float mx = -INFINITY;
 #pragma unroll
@@ -179,7 +201,9 @@ __device__ __forceinline__ void softmax_pv(float (&s)[2][4], int base, int k1, i
   const float c0 = __shfl_sync(0xffffffffu, corr, 8 * t),
               c1 = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
 #pragma unroll
-  for (int u = 0; u < 2; ++u)
+  for (int u = 0; u < 2; ++u) {
+    const uint4 v0 = v_half<KV>(vr[0], u), v1 = v_half<KV>(vr[1], u);
+    const uint4 v2 = v_half<KV>(vr[2], u), v3 = v_half<KV>(vr[3], u);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       float(&c)[4] = o[4 * u + r];
@@ -187,12 +211,13 @@ __device__ __forceinline__ void softmax_pv(float (&s)[2][4], int base, int k1, i
       c[1] *= c1;
       c[2] *= c0;
       c[3] *= c1;
-      const uint32_t x0 = word(vr[0][u], r), x1 = word(vr[1][u], r);
-      const uint32_t x2 = word(vr[2][u], r), x3 = word(vr[3][u], r);
+      const uint32_t x0 = word(v0, r), x1 = word(v1, r);
+      const uint32_t x2 = word(v2, r), x3 = word(v3, r);
       // A rows: dim (g) = low halves, dim + 1 (g + 8) = high halves; cols: key pairs.
       mma16816<T>(c, __byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632),
                   __byte_perm(x2, x3, 0x5410), __byte_perm(x2, x3, 0x7632), pb0, pb1);
     }
+  }
 }
 
 // f(dim, c) for each of the lane's O^T tiles: c = o[4u + r] holds dims dim
@@ -250,12 +275,13 @@ __device__ __forceinline__ void mma_split(
       return one_block ? blk + size_t(key - base) * kv_dim
                        : (size_t(table[key / bs]) * bs + key % bs) * kv_dim + col;
     };
-    uint4 kr[2][4], vr[4][2];
+    KvVec<KV> kr[2][4];
+    VRaw<KV> vr[4];
     load_k<KV>(kr, k_pool, off, base, k1, g, t);
     load_v<KV>(vr, v_pool, off, base, k1, g, t);
     float s[2][4];
-    scores<M>(qa, kr, s);
-    softmax_pv<M>(s, base, k1, t, m_run, l_run, vr, o);
+    scores<M, KV>(qa, kr, s);
+    softmax_pv<M, KV>(s, base, k1, t, m_run, l_run, vr, o);
   }
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
@@ -391,7 +417,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
 
   uint32_t qa[4][4];
   load_q<M>(q, sh, row, kh, Gr, g, t, qa);
-  uint4 kr[2][4], vr[4][2];
+  KvVec<KV> kr[2][4];
+  VRaw<KV> vr[4];
   {
     const size_t a0 = at(0);
     auto off = [&](int key) { return a0 + size_t(key) * kv_dim; };
@@ -405,7 +432,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
   const int n_steps = (len + 15) / 16;
   for (int step = 0; step < n_steps; ++step) {
     float s[2][4];
-    scores<M>(qa, kr, s);
+    scores<M, KV>(qa, kr, s);
     const int next = step + 1, base = next * 16;
     const bool more = next < n_steps;
     if (more && next % 32 == 0) {  // the next window of table entries
@@ -415,7 +442,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
     const size_t a = more ? at(next) : 0;
     auto off = [&](int key) { return a + size_t(key - base) * kv_dim; };
     if (more) load_k<KV>(kr, k_pool, off, base, len, g, t);
-    softmax_pv<M>(s, step * 16, len, t, m_run, l_run, vr, o);
+    softmax_pv<M, KV>(s, step * 16, len, t, m_run, l_run, vr, o);
     if (more) load_v<KV>(vr, v_pool, off, base, len, g, t);
   }
   // Normalise (and v_scale: an e4m3 pool's V scale, 1 for T) and store heads
