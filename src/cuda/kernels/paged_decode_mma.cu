@@ -417,33 +417,42 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, 3)
 
   uint32_t qa[4][4];
   load_q<M>(q, sh, row, kh, Gr, g, t, qa);
-  KvVec<KV> kr[2][4];
-  VRaw<KV> vr[4];
-  {
-    const size_t a0 = at(0);
-    auto off = [&](int key) { return a0 + size_t(key) * kv_dim; };
-    load_k<KV>(kr, k_pool, off, 0, len, g, t);
-    load_v<KV>(vr, v_pool, off, 0, len, g, t);
+  // D steps' K/V in flight: an e4m3 step is half a 16-bit step's bytes, so
+  // it keeps two steps ahead in the registers of one.
+  constexpr int D = kKvFp8<KV> ? 2 : 1;
+  KvVec<KV> kr[D][2][4];
+  VRaw<KV> vr[D][4];
+  const int n_steps = (len + 15) / 16;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {  // steps past the row load zeros
+    const size_t a0 = at(d);
+    auto off = [&](int key) { return a0 + size_t(key - 16 * d) * kv_dim; };
+    load_k<KV>(kr[d], k_pool, off, 16 * d, len, g, t);
+    load_v<KV>(vr[d], v_pool, off, 16 * d, len, g, t);
   }
   float o[8][4];
 #pragma unroll
   for (int mt = 0; mt < 8; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
   float m_run = -INFINITY, l_run = 0.0f;
-  const int n_steps = (len + 15) / 16;
-  for (int step = 0; step < n_steps; ++step) {
-    float s[2][4];
-    scores<M, KV>(qa, kr, s);
-    const int next = step + 1, base = next * 16;
-    const bool more = next < n_steps;
-    if (more && next % 32 == 0) {  // the next window of table entries
-      tab = nx;
-      nx = entries(next + 32);
+  for (int step0 = 0; step0 < n_steps; step0 += D) {
+#pragma unroll
+    for (int d = 0; d < D; ++d) {  // step step0 + d in buffer d, then step + D into it
+      const int step = step0 + d;
+      if (step >= n_steps) break;
+      float s[2][4];
+      scores<M, KV>(qa, kr[d], s);
+      const int next = step + D, base = next * 16;
+      const bool more = next < n_steps;
+      if (more && next % 32 == 0) {  // the next window of table entries
+        tab = nx;
+        nx = entries(next + 32);
+      }
+      const size_t a = more ? at(next) : 0;
+      auto off = [&](int key) { return a + size_t(key - base) * kv_dim; };
+      if (more) load_k<KV>(kr[d], k_pool, off, base, len, g, t);
+      softmax_pv<M, KV>(s, step * 16, len, t, m_run, l_run, vr[d], o);
+      if (more) load_v<KV>(vr[d], v_pool, off, base, len, g, t);
     }
-    const size_t a = more ? at(next) : 0;
-    auto off = [&](int key) { return a + size_t(key - base) * kv_dim; };
-    if (more) load_k<KV>(kr, k_pool, off, base, len, g, t);
-    softmax_pv<M, KV>(s, step * 16, len, t, m_run, l_run, vr, o);
-    if (more) load_v<KV>(vr, v_pool, off, base, len, g, t);
   }
   // Normalise (and v_scale: an e4m3 pool's V scale, 1 for T) and store heads
   // 2t, 2t + 1 (those < Gr).
