@@ -174,8 +174,8 @@ __device__ __forceinline__ void scores(const uint32_t (&qa)[4][4], const KvVec<K
 // + 1 in c2/c3; heads 2t, 2t + 1); m_run: head g's max (log2 units), l_run:
 // this lane's share of head g's sum.
 template <typename T, typename KV>
-__device__ __forceinline__ void softmax_pv(float (&s)[2][4], int base, int k1, int t,
-                                           float& m_run, float& l_run, const VRaw<KV> (&vr)[4],
+__device__ __forceinline__ void softmax_pv(float (&s)[2][4], int base, int k1, int t, float& m_run,
+                                           float& l_run, const VRaw<KV> (&vr)[4],
                                            float (&o)[8][4]) {
   float mx = -INFINITY;
 #pragma unroll
@@ -382,10 +382,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
 // and stream_short_keys say which). At max load (8,192 pairs of 128..256
 // keys) the split kernel's block runs 3 steps per warp, behind a prologue of
 // dependent loads (row, length and table, then K/V) and ahead of a
-// shared-memory merge. Here a warp owns a
-// pair's whole row, so there is no merge, and it keeps the next 16-key step's
-// K/V loads in flight during the current step's math: K(s + 1) is issued once
-// S(s) is computed, V(s + 1) once P V(s) is. Lab (1,024 rows x 192 keys):
+// shared-memory merge. Here a warp owns a pair's whole row, so there is no
+// merge, and it keeps the next D 16-key steps' K/V loads in flight during the
+// current step's math: K(s + D) is issued once S(s) is computed, V(s + D) once
+// P V(s) is (D = 1 for T, 2 for e4m3). Lab (1,024 rows x 192 keys, fp16):
 // 218 vs 241 us, 82 % of the read probe (NOTES.md). Requires
 // block_size % 16 == 0 (a step's keys share one KV block). Same math as the
 // split kernel (Q and P rounded to T, fp32 accumulation).
