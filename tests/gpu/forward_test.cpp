@@ -271,6 +271,65 @@ TEST_P(ForwardTest, Qwen25ShapesDecodeMatchesCpu) {
   }
 }
 
+// The persistent kernel on the full shapes of the 8B-class families, which
+// the tiny models do not reach (tens of tiles per block and phase, so every
+// stage of the ring is reused with both parities; Llama's 14,336-wide down
+// rows, one per stage; Qwen3-8B's 12,288-wide ones and its q/k norms;
+// Qwen2.5-7B's 18,944-wide rows over two stages and its biases), fp16, against the
+// batched GEMVs: a 40-token prompt, then 24 decode steps teacher-forced along
+// the GEMVs' greedy path. Both read the same fp16 weights and sum in fp32, in
+// different orders and with activations rounded in different places, so
+// their logits differ by ~1e-3 of a row; a wrong row, stage or tile mapping
+// is off by whole logits. The worst error and the top-1 agreement are printed.
+TEST(ForwardFullShapes, PersistentMatchesGemvOn8bClassDummies) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  constexpr int kCtx = 128, kPrompt = 40, kSteps = 24;
+  for (const char* name : {"dummy:llama-3.1-8b", "dummy:qwen3-8b", "dummy:qwen2.5-7b"}) {
+    SCOPED_TRACE(name);
+    const Model m = load_model(name, 5, HAYATE_ASSETS_DIR);
+    const ModelConfig& c = m.config;
+    ASSERT_TRUE(persistent_decode_supported(c.hidden_size, c.intermediate_size, c.vocab_size,
+                                            c.num_heads, c.num_kv_heads, c.head_dim, c.qk_norm));
+    const size_t V = size_t(c.vocab_size);
+    std::vector<int32_t> prompt(kPrompt);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(300 + 577 * i % 30000);
+    // logits after the prompt and after each step; path: the GEMVs' greedy picks.
+    std::vector<int32_t> path;
+    const auto run = [&](DecodeMatmul how) {
+      BatchBackendOptions o;
+      o.max_model_len = kCtx;
+      o.num_blocks = kCtx / 16;
+      o.max_num_seqs = 1;
+      o.max_logit_rows = kPrompt;  // the prompt's forward returns a row per token
+      o.max_num_batched_tokens = kPrompt;
+      o.dtype = DType::F16;
+      auto b = hayate::test::own(make_cuda_batch_backend(m, o, how));
+      std::vector<std::vector<float>> out(1, std::vector<float>(V));
+      b->forward(prompt, 0, out[0]);
+      for (int s = 0; s < kSteps; ++s) {
+        if (how == DecodeMatmul::kGemv) path.push_back(argmax(out.back()));
+        out.emplace_back(V);
+        b->forward(std::span(&path[size_t(s)], 1), kPrompt + s, out.back());
+      }
+      return out;
+    };
+    const std::vector<std::vector<float>> ref = run(DecodeMatmul::kGemv);
+    const std::vector<std::vector<float>> got = run(DecodeMatmul::kPersistent);
+    double worst = 0;
+    int top1 = 0;
+    for (int s = 1; s <= kSteps; ++s) {  // out[0]: the prompt's, the same GEMM path for both
+      const double e = rel_err(got[size_t(s)], ref[size_t(s)]);
+      worst = std::max(worst, e);
+      EXPECT_LE(e, 2e-2) << "decode step " << s;
+      top1 += argmax(got[size_t(s)]) == argmax(ref[size_t(s)]);
+    }
+    std::printf(
+        "%s: persistent vs GEMVs, %d decode steps: worst logits rel err %.3e, top-1 %d/%d\n", name,
+        kSteps, worst, top1, kSteps);
+    EXPECT_GE(top1, kSteps * 3 / 4);
+  }
+}
+
 // The persistent kernel's start-up trial refused (as under MPS SM limits;
 // HAYATE_BATCH_PERSISTENT=refuse-trial asks for a grid that cannot be
 // resident): bucket 1 falls back to the batched GEMV graph, bit for bit.
