@@ -181,11 +181,13 @@ std::string kernel_kind(const std::string& n) {
   if (has("rmsnorm") || has("gather_rows")) return "norm";
   if (has("rope_kv")) return "rope_kv";
   if (has("paged_decode") || has("paged_prefill")) return "attention";
-  if (has("silu_mul")) return "act";
+  if (has("silu_mul") || (has("quantize_rows_kernel") && has("RowSiluMul"))) return "act";
   if (has("argmax") || has("pick") || has("cub::") || has("Radix") || has("iota_kernel") ||
       has("offsets_kernel"))
     return "sample";
-  if (has("gemv_batched") || n.rfind("hayate::", 0) != 0) return "gemm";  // cuBLAS's own names
+  if (has("gemv_batched") || has("gemm_fp8_small") || has("quantize_rows_kernel") ||
+      n.rfind("hayate::", 0) != 0)  // cuBLAS's own names
+    return "gemm";
   return "unknown";
 }
 

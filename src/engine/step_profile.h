@@ -103,7 +103,9 @@ class OpClock {
 };
 
 // The CUDA backend's kernels by name: meta, embed, norm, rope_kv, attention,
-// act, sample, persistent, gemm (the batched GEMV, and every kernel outside
+// act (SiLU*mul, with FP8 its quantizing form), sample, persistent, gemm (the
+// batched GEMV, the FP8 small GEMM, the per-token quantization of a GEMM's
+// input, which goes with the GEMM that reads it, and every kernel outside
 // namespace hayate: cuBLAS's), else unknown (attributed to "other").
 std::string kernel_kind(const std::string& name);
 

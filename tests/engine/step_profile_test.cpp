@@ -111,6 +111,18 @@ TEST(StepCosts, KernelsGoToTheirOpsInForwardOrder) {
   EXPECT_EQ(kernel_kind("nvjet_sm90_hsh_176x128_64x5_1x2_h_bz_TNN"), "gemm");
   EXPECT_EQ(kernel_kind("hayate::cuda::gemv_batched_kernel<__half, 4>"), "gemm");
   EXPECT_EQ(kernel_kind("hayate::cuda::something_new_kernel"), "unknown");
+  // FP8: the quantizing norm and SiLU*mul, the quantization of the attention
+  // output (o_proj's input: its GEMM's), the small GEMM.
+  EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::rmsnorm_fp8_kernel<4, 8, __half>"),
+            "norm");
+  EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::quantize_rows_kernel<hayate::cuda::"
+                        "(anonymous namespace)::RowSiluMul<__half>>"),
+            "act");
+  EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::quantize_rows_kernel<hayate::cuda::"
+                        "(anonymous namespace)::RowT<__half>>"),
+            "gemm");
+  EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::gemm_fp8_small_kernel<8, 1>"),
+            "gemm");
   Step s;
   const std::vector<OpCost> calls = expand_calls(step_costs(small(), StepDtypes{}, s.batch), true);
   ASSERT_EQ(calls.size(), 1 + 1 + 2 * 9 + 3u);

@@ -6,6 +6,7 @@
 
 #include "engine/step_profile.h"
 #include "gpu/batch_fixture.h"
+#include "model/model.h"
 
 namespace hayate::batch_test {
 namespace {
@@ -96,6 +97,31 @@ TEST_F(BatchBackendTest, ProfileAttributesEveryKernelOfAMixedStep) {
   const StepTimes t = gpu->profile_step(d.batch, out);
   EXPECT_FALSE(t.persistent);
   expect_attributed(t, step_costs(model_->config, StepDtypes{2, 2, 4}, d.batch));
+}
+
+// FP8 weights (W8A8), with 16-bit and e4m3 KV pools, on the batched path:
+// the quantizing norm and SiLU*mul, the attention output's quantization and
+// the FP8 GEMMs (the small hand GEMM at these rows) all go to their ops.
+TEST_F(BatchBackendTest, ProfileAttributesEveryKernelOfAnFp8DecodeStep) {
+  Model m = *model_;
+  apply_quantization(m, "fp8");
+  for (const KvCacheDtype kv : {KvCacheDtype::kAuto, KvCacheDtype::kFp8}) {
+    SCOPED_TRACE(kv == KvCacheDtype::kFp8 ? "e4m3 KV" : "16-bit KV");
+    BatchBackendOptions o = options(16);
+    o.kv_cache_dtype = kv;
+    std::unique_ptr<BatchBackend> gpu = make_cuda_batch_backend(m, o, DecodeMatmul::kCublas);
+    Decode d;
+    prefill(*gpu, d, 5);
+    std::vector<int32_t> plain(5), profiled(5);
+    gpu->step(d.batch, plain);
+    const StepTimes t = gpu->profile_step(d.batch, profiled);
+    EXPECT_EQ(plain, profiled);
+    EXPECT_FALSE(t.persistent);
+    StepDtypes dt{2, 2, 4};
+    dt.linear = 1;
+    dt.kv = kv == KvCacheDtype::kFp8 ? 1 : 0;
+    expect_attributed(t, step_costs(m.config, dt, d.batch));
+  }
 }
 
 }  // namespace
