@@ -34,7 +34,7 @@ class Descs {
       // Hopper's FP8 tensor cores sum in fewer bits than fp32 whatever is set;
       // without FAST_ACCUM cuBLASLt adds each stretch of K into an fp32 sum on
       // the CUDA cores as well. With it (CUTLASS's FP8 FastAccum schedules do
-      // the same): max load's gate/up 9.27 -> 7.92 ms a step on an H100, the
+      // the same): max load's gate/up and down 9.27 -> 7.92 ms a step on an H100, the
       // GEMM test's bound still met and the FP8-vs-fp16 gap of the 8B dummy
       // unchanged (bench/kernels/NOTES.md).
       const int8_t fast = 1;
