@@ -113,6 +113,20 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// RMSNorm's rsqrt(mean of squares + eps) of a row from each thread's partial
+// sum of squares ss, over a block of kThreads; red: kThreads / 32 floats of
+// shared memory.
+template <int kThreads>
+__device__ __forceinline__ float block_rstd(float ss, int dim, float eps, float* red) {
+  ss = warp_sum(ss);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
+  __syncthreads();  // red complete
+  ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kThreads / 32; ++i) ss += red[i];
+  return rsqrtf(ss / float(dim) + eps);
+}
+
 // Programmatic dependent launch (sm_90). griddep_wait(): block until the
 // previous kernel in the stream has completed and its writes are visible; every
 // block calls it before touching data another kernel wrote, and before it

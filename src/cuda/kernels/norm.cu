@@ -11,18 +11,6 @@ namespace hayate::cuda {
 
 constexpr int kNormThreads = 256;
 
-// rsqrt(mean of squares + eps) of a row from each thread's partial sum of
-// squares ss; red: the block's kNormThreads / 32 floats of shared memory.
-__device__ __forceinline__ float block_rstd(float ss, int dim, float eps, float* red) {
-  ss = warp_sum(ss);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
-  __syncthreads();  // red complete
-  ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kNormThreads / 32; ++i) ss += red[i];
-  return rsqrtf(ss / float(dim) + eps);
-}
-
 // One block per output row j, reading x's row rows[j] (rows == nullptr: j);
 // V = 4: 16-byte loads of x, 8-byte loads of w and stores (dim % 4 == 0),
 // else scalar. C > 0 (dim <= C V kNormThreads): the row stays in registers
@@ -50,7 +38,7 @@ rmsnorm_kernel(const float* __restrict__ x,        // [*, dim]
 #pragma unroll
       for (int e = 0; e < V; ++e) ss += f[c][e] * f[c][e];
     }
-    const float rstd = block_rstd(ss, dim, eps, red);
+    const float rstd = block_rstd<kNormThreads>(ss, dim, eps, red);
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       const int k = (c * kNormThreads + int(threadIdx.x)) * V;
@@ -68,7 +56,7 @@ rmsnorm_kernel(const float* __restrict__ x,        // [*, dim]
 #pragma unroll
       for (int e = 0; e < V; ++e) ss += f[e] * f[e];
     }
-    const float rstd = block_rstd(ss, dim, eps, red);
+    const float rstd = block_rstd<kNormThreads>(ss, dim, eps, red);
     for (int k = threadIdx.x * V; k < dim; k += kNormThreads * V) {
       float f[V], wf[V];
       load_run<V>(xr + k, f);

@@ -76,15 +76,6 @@ rmsnorm_fp8_kernel(const float* __restrict__ x, const T* __restrict__ w, int dim
   __shared__ float red[32];
   const float* xr = x + size_t(blockIdx.x) * dim;
   uint8_t* o = out + size_t(blockIdx.x) * dim;
-  const auto rstd_of = [&](float ss) {
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
-    __syncthreads();  // red complete
-    ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kQuantThreads / 32; ++i) ss += red[i];
-    return rsqrtf(ss / float(dim) + eps);
-  };
   float amax = 0.0f;
   if constexpr (C > 0) {
     float f[C][V];
@@ -97,7 +88,7 @@ rmsnorm_fp8_kernel(const float* __restrict__ x, const T* __restrict__ w, int dim
 #pragma unroll
       for (int e = 0; e < V; ++e) ss += f[c][e] * f[c][e];
     }
-    const float rstd = rstd_of(ss);
+    const float rstd = block_rstd<kQuantThreads>(ss, dim, eps, red);
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       const int k = (c * kQuantThreads + int(threadIdx.x)) * V;
@@ -132,7 +123,7 @@ rmsnorm_fp8_kernel(const float* __restrict__ x, const T* __restrict__ w, int dim
       y[k] = v;
       ss += v * v;
     }
-    const float rstd = rstd_of(ss);
+    const float rstd = block_rstd<kQuantThreads>(ss, dim, eps, red);
     for (int k = threadIdx.x; k < dim; k += kQuantThreads) {
       const float v = y[k] * rstd * to_f32(w[k]);
       y[k] = v;  // each thread rewrites only its own elements
