@@ -118,6 +118,8 @@ TEST(StepCosts, KernelsGoToTheirOpsInForwardOrder) {
   EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::quantize_rows_kernel<hayate::cuda::"
                         "(anonymous namespace)::RowSiluMul<__half>>"),
             "act");
+  EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::silu_mul_fp8_kernel<8, __half>"),
+            "act");
   EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::quantize_rows_kernel<hayate::cuda::"
                         "(anonymous namespace)::RowT<__half>>"),
             "gemm");

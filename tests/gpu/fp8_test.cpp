@@ -107,8 +107,11 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
       EXPECT_EQ(codes.download(), want) << "quantize_rows_fp8";
       EXPECT_EQ(scale.download(), want_s) << "quantize_rows_fp8 scales";
     }
-    // RMSNorm + quantization vs cpu::rmsnorm then the row quantization.
-    for (int dim : {128, 4096}) {
+    // RMSNorm + quantization vs cpu::rmsnorm then the row quantization, in
+    // each of the kernel's forms: 4-wide with 4 and 8 runs a thread (4,096;
+    // 6,144) and scalar (130, not a multiple of 4).
+    for (int dim : {128, 130, 4096, 6144}) {
+      SCOPED_TRACE(::testing::Message() << "rmsnorm dim " << dim);
       auto x = random_vec(size_t(n) * dim, this->rng_, -3.0f, 3.0f),
            w = random_vec(dim, this->rng_, 0.5f, 1.5f);
       round_to<T>(w);
@@ -127,9 +130,11 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
                                              &want[size_t(r) * dim]);
       expect_fp8_close(codes.download(), scale.download(), want, want_s, dim, 0.98, "rmsnorm_fp8");
     }
-    // SiLU * mul + quantization from T gate/up rows.
-    {
-      const int inter = 384;
+    // SiLU * mul + quantization from T gate/up rows, in each of the kernel's
+    // forms: 4, 8 and 12 runs of 8 a thread (384; Llama's 14,336; Qwen2.5's
+    // 18,944) and the two-pass form (100, not a multiple of 8).
+    for (int inter : {100, 384, 14336, 18944}) {
+      SCOPED_TRACE(::testing::Message() << "silu_mul inter " << inter);
       auto gu = random_vec(size_t(n) * 2 * inter, this->rng_, -4.0f, 4.0f);
       round_to<T>(gu);
       Dev<T> dgu = dev_t<T>(gu);
