@@ -120,7 +120,7 @@ struct Row {
 
 // Costs in forward order joined with the measured ops (those without a cost:
 // step_meta first, the rest after).
-std::vector<Row> rows_of(const ShapeProfile& p, double gbs, double tflops) {
+std::vector<Row> rows_of(const ShapeProfile& p, double gbs, const MatmulRates& rates) {
   std::vector<Row> rows;
   std::map<std::string, const OpTime*> measured;
   for (const OpTime& o : p.times.ops) measured[o.name] = &o;
@@ -131,7 +131,7 @@ std::vector<Row> rows_of(const ShapeProfile& p, double gbs, double tflops) {
   if (measured.count(op::kStepMeta)) rows.push_back({op::kStepMeta, "metadata unpack", 1});
   for (const OpCost& c : p.costs)
     rows.push_back({c.name, c.what, c.calls, c.bytes_read, c.bytes_written, c.flops,
-                    floor_ms(c, gbs, tflops)});
+                    floor_ms(c, gbs, rates)});
   for (const OpTime& o : p.times.ops) {
     const bool listed = std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.name == o.name; });
     if (!listed) rows.push_back({o.name, o.name == op::kBarrier ? "waits at grid barriers" : "", o.kernels});
@@ -140,10 +140,10 @@ std::vector<Row> rows_of(const ShapeProfile& p, double gbs, double tflops) {
   return rows;
 }
 
-nlohmann::json to_json(const ShapeProfile& p, double gbs, double tflops) {
+nlohmann::json to_json(const ShapeProfile& p, double gbs, const MatmulRates& rates) {
   nlohmann::json ops = nlohmann::json::array();
   double floors = 0;
-  for (const Row& r : rows_of(p, gbs, tflops)) {
+  for (const Row& r : rows_of(p, gbs, rates)) {
     floors += r.floor;
     ops.push_back({{"name", r.name}, {"what", r.what}, {"calls", r.calls},
                    {"bytes_read", r.read}, {"bytes_written", r.written}, {"flops", r.flops},
@@ -168,7 +168,7 @@ nlohmann::json to_json(const ShapeProfile& p, double gbs, double tflops) {
           {"host_and_gaps_ms", p.step_ms - p.times.kernel_ms}};
 }
 
-void print(const ShapeProfile& p, double gbs, double tflops) {
+void print(const ShapeProfile& p, double gbs, const MatmulRates& rates) {
   std::printf("\n== %s step: batch %d, context %d, %d new token%s per sequence\n", p.kind.c_str(),
               p.batch, p.context, p.tokens, p.tokens == 1 ? "" : "s");
   for (const auto& [k, v] : p.times.plan) std::printf("  %-10s %s\n", k.c_str(), v.c_str());
@@ -176,7 +176,7 @@ void print(const ShapeProfile& p, double gbs, double tflops) {
   std::printf("\n  %-13s %5s %10s %10s %9s %10s %11s %6s  %s\n", "op", "calls", "read MB",
               "write MB", "GFLOP", "floor us", "measured us", "share", "what");
   double floors = 0;
-  for (const Row& r : rows_of(p, gbs, tflops)) {
+  for (const Row& r : rows_of(p, gbs, rates)) {
     floors += r.floor;
     char ms[32] = "-", share[16] = "-";
     if (!std::isnan(r.ms)) {
@@ -237,10 +237,12 @@ void run_profile(const ProfileArgs& a) {
   bo.tensor_parallel_size = a.model.tensor_parallel_size;
   std::unique_ptr<BatchBackend> be = make_batch_backend(backend, model, bo);
   const double gbs = be->name() == "cuda" ? be->measure_read_bandwidth_gbs() : host_read_gbs();
-  const double tflops = be->measure_tflops();
+  const MatmulRates rates = be->measure_matmul_rates();
   const DeviceInfo dev = be->device_info();
-  std::printf("hayate profile: %s on %s (%s); read probe %.0f GB/s, matmul %.3g TFLOP/s\n",
-              spec.c_str(), be->name().c_str(), dev.name.c_str(), gbs, tflops);
+  std::printf("hayate profile: %s on %s (%s); read probe %.0f GB/s, matmul %.3g TFLOP/s",
+              spec.c_str(), be->name().c_str(), dev.name.c_str(), gbs, rates.tflops);
+  if (rates.fp8_tflops > 0) std::printf(" (FP8 %.3g)", rates.fp8_tflops);
+  std::printf("\n");
   // Bytes per element: cuda keeps 16-bit weights and activations (e4m3 codes
   // for FP8 linears and pools), the cpu backend fp32 (FP8 weights dequantized).
   const bool cuda = be->name() == "cuda";
@@ -253,7 +255,7 @@ void run_profile(const ProfileArgs& a) {
   if (a.prompt_len > 0)
     shapes.push_back(profile_shape(*be, dt, "prefill", 1, 0, a.prompt_len, a.batch * per,
                                    a.runs, a.model.seed + 1));
-  for (const ShapeProfile& p : shapes) print(p, gbs, tflops);
+  for (const ShapeProfile& p : shapes) print(p, gbs, rates);
   if (!a.json.empty()) {
     nlohmann::json j = {{"schema", "hayate-profile/1"},
                         {"model", spec},
@@ -262,9 +264,10 @@ void run_profile(const ProfileArgs& a) {
                         {"device", dev.name},
                         {"commit", bench::build_commit()},
                         {"read_gbs", gbs},
-                        {"matmul_tflops", tflops},
+                        {"matmul_tflops", rates.tflops},
+                        {"matmul_fp8_tflops", rates.fp8_tflops},
                         {"steps", nlohmann::json::array()}};
-    for (const ShapeProfile& p : shapes) j["steps"].push_back(to_json(p, gbs, tflops));
+    for (const ShapeProfile& p : shapes) j["steps"].push_back(to_json(p, gbs, rates));
     std::ofstream f(a.json);
     HAYATE_CHECK(bool(f), "cannot write ", a.json);
     f << j.dump(2) << "\n";

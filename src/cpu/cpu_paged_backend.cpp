@@ -332,7 +332,7 @@ class CpuPagedBackend final : public BatchBackend {
   double weight_bytes_per_token() const override { return weight_bytes_; }
 
   // The fp32 matmul op on [64, 1024] x [1024, 1024]^T, best of three.
-  double measure_tflops() override {
+  MatmulRates measure_matmul_rates() override {
     constexpr int M = 64, N = 1024, K = 1024;
     std::vector<float> w(size_t(N) * K, 0.01f), x(size_t(M) * K, 0.5f), y(size_t(M) * N);
     double best = 1e30;
@@ -341,7 +341,7 @@ class CpuPagedBackend final : public BatchBackend {
       cpu::matmul(w.data(), x.data(), y.data(), M, N, K);
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    return 2.0 * M * N * K / best / 1e12;
+    return {2.0 * M * N * K / best / 1e12, 0.0};
   }
 
   StepTimes profile_step(const Batch& batch, std::span<int32_t> sampled) override {

@@ -221,20 +221,28 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   std::unique_ptr<RegionTimer> make_timer() override { return make_stream_timer(s_); }
   double measure_read_bandwidth_gbs() override { return cuda::measure_read_bandwidth_gbs(s_); }
 
-  // Layer 0's gate/up GEMM over min(max_tokens, 4096) rows: a prefill chunk's
-  // largest product, timed over 10 runs after a warm-up.
-  double measure_tflops() override {
+  // Layer 0's gate/up GEMM over min(max_tokens, 4096) rows (a prefill
+  // chunk's largest product), timed over 10 runs after a warm-up: in T, or
+  // with FP8 linears on their codes, and in T on as many rows of the LM head
+  // (the one 16-bit matrix left) for the ops that stay 16-bit.
+  MatmulRates measure_matmul_rates() override {
     const int m = std::min(max_tokens_, 4096), N = 2 * c_.intermediate_size, K = c_.hidden_size;
-    T* y = reinterpret_cast<T*>(big_);
-    const auto run = [&] {
-      if (w_.fp8)  // the FP8 product (input codes: whatever the buffer holds)
-        gemm_->fp8(w_.layers[0].gate_up8, xq_, xs_, m, N, K, y, false);
-      else
-        (*gemm_)(w_.layers[0].w_gate_up, xn_, m, N, K, y, false);
+    T* y = reinterpret_cast<T*>(big_);  // inputs: whatever the buffers hold
+    const auto tflops = [&](int n, auto run) {
+      time_on_stream(s_, run, 2);
+      const float ms = time_on_stream(s_, run, 10);
+      return 2.0 * m * n * K / (double(ms) * 1e-3) / 1e12;
     };
-    time_on_stream(s_, run, 2);
-    const float ms = time_on_stream(s_, run, 10);
-    return 2.0 * m * N * K / (double(ms) * 1e-3) / 1e12;
+    MatmulRates r;
+    if (w_.fp8) {
+      r.fp8_tflops =
+          tflops(N, [&] { gemm_->fp8(w_.layers[0].gate_up8, xq_, xs_, m, N, K, y, false); });
+      const int n = std::min(N, c_.vocab_size);
+      r.tflops = tflops(n, [&] { (*gemm_)(w_.lm_head, xn_, m, n, K, y, false); });
+    } else {
+      r.tflops = tflops(N, [&] { (*gemm_)(w_.layers[0].w_gate_up, xn_, m, N, K, y, false); });
+    }
+    return r;
   }
 
   // The step as launch() runs it, under CUPTI's kernel records; the

@@ -46,6 +46,12 @@ struct DeviceInfo {
   double memory_gb = 0.0;
 };
 
+// Sustained matmul rates, TFLOP/s (0: not measured).
+struct MatmulRates {
+  double tflops = 0;      // in the model's dtype (16-bit on the GPU, fp32 on the CPU)
+  double fp8_tflops = 0;  // e4m3 operands: the layers' linears with FP8 weights
+};
+
 // The KV pool's element type (vLLM's --kv-cache-dtype): auto, the compute
 // dtype; fp8, e4m3 with a per-layer scale for K and one for V (the
 // checkpoint's k_scale / v_scale, else 1.0), attention accumulating in fp32.
@@ -153,9 +159,10 @@ class BatchBackend {
   virtual std::unique_ptr<RegionTimer> make_timer();  // default: steady clock
   // Measured device read bandwidth in GB/s (a large on-device copy), 0 on cpu.
   virtual double measure_read_bandwidth_gbs() { return 0.0; }
-  // Sustained matmul rate in TFLOP/s (a large GEMM in the compute dtype on
-  // the GPU, the fp32 matmul op on the CPU), for `hayate profile`'s floors.
-  virtual double measure_tflops() { return 0.0; }
+  // Sustained matmul rates in TFLOP/s, for `hayate profile`'s floors: the
+  // model dtype's (a large GEMM on the GPU, the fp32 matmul op on the CPU)
+  // and, where the layers' linears are FP8 on tensor cores, the FP8 one.
+  virtual MatmulRates measure_matmul_rates() { return {}; }
   // step() once, with what it ran and how long each op took (`hayate
   // profile`): no step may be in flight. Times are the device's (cuda:
   // CUPTI's kernel records; the persistent kernel's phases from its own

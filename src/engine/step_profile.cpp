@@ -30,6 +30,7 @@ OpCost gemm(const char* name, int calls, long long n, long long out, long long k
                  (accumulate ? double(n) * out * dt.residual : 0.0);
   c.bytes_written = double(n) * out * out_bytes;
   c.flops = 2.0 * n * out * k;
+  c.fp8 = linear && dt.linear == 1;
   return c;
 }
 
@@ -66,6 +67,7 @@ OpCost merge(const OpCost& a, const OpCost& b) {
   c.bytes_read = a.bytes_read + b.bytes_read - a.bytes_written;
   c.bytes_written = b.bytes_written;
   c.flops = a.flops + b.flops;
+  c.fp8 = a.fp8 || b.fp8;  // the GEMM's flops (the norm's and epilogue's are few)
   return c;
 }
 
@@ -225,8 +227,9 @@ std::vector<OpTime> attribute(const std::vector<std::pair<std::string, double>>&
   return out;
 }
 
-double floor_ms(const OpCost& c, double read_gbs, double tflops) {
+double floor_ms(const OpCost& c, double read_gbs, const MatmulRates& rates) {
   const double mem = read_gbs > 0 ? (c.bytes_read + c.bytes_written) / (read_gbs * 1e9) : 0.0;
+  const double tflops = c.fp8 && rates.fp8_tflops > 0 ? rates.fp8_tflops : rates.tflops;
   const double math = tflops > 0 ? c.flops / (tflops * 1e12) : 0.0;
   return 1e3 * std::max(mem, math);
 }

@@ -56,6 +56,7 @@ struct OpCost {
   std::string what;  // shapes, e.g. "[64, 4096] x [6144, 4096]^T -> [64, 6144]"
   int calls = 1;     // per step (layers)
   bool per_layer = false;  // runs once in every layer (calls = layers)
+  bool fp8 = false;  // its math runs on e4m3 operands (the linears of an FP8 model)
   double bytes_read = 0, bytes_written = 0, flops = 0;  // per step, all calls
 };
 
@@ -120,7 +121,8 @@ std::vector<OpTime> attribute(const std::vector<std::pair<std::string, double>>&
 // step_meta first where the backend uploads metadata by kernel.
 std::vector<OpCost> expand_calls(const std::vector<OpCost>& ops, bool step_meta);
 
-// The floor of one op: max(bytes / bandwidth, flops / rate): max(bytes / bandwidth, flops / rate) per op.
-double floor_ms(const OpCost& c, double read_gbs, double tflops);
+// The floor of one op: max(bytes / bandwidth, flops / rate), the rate of the
+// op's operands (FP8 or the model dtype).
+double floor_ms(const OpCost& c, double read_gbs, const MatmulRates& rates);
 
 }  // namespace hayate

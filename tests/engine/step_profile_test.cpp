@@ -64,8 +64,8 @@ TEST(StepCosts, CountBytesAndFlopsFromTheShapes) {
   EXPECT_FALSE(lm.per_layer);
   EXPECT_DOUBLE_EQ(lm.flops, 2 * m * V * D);
   EXPECT_DOUBLE_EQ(lm.bytes_written, m * V * 4);
-  EXPECT_DOUBLE_EQ(floor_ms(lm, 1.0, 0.0), 1e3 * (lm.bytes_read + lm.bytes_written) / 1e9);
-  EXPECT_DOUBLE_EQ(floor_ms(lm, 0.0, 1.0), 1e3 * lm.flops / 1e12);
+  EXPECT_DOUBLE_EQ(floor_ms(lm, 1.0, {}), 1e3 * (lm.bytes_read + lm.bytes_written) / 1e9);
+  EXPECT_DOUBLE_EQ(floor_ms(lm, 0.0, {1.0, 0.0}), 1e3 * lm.flops / 1e12);
 }
 
 // FP8 linears (W8A8) move one byte per weight and per input element; the
@@ -82,6 +82,25 @@ TEST(StepCosts, Fp8LinearsAndPoolsCountOneByte) {
   EXPECT_DOUBLE_EQ(find(ops, op::kLmHead).bytes_read, V * D * 2 + 2 * D * 2);
   EXPECT_DOUBLE_EQ(find(ops, op::kAttention).bytes_read, L * ((6 + 5) * 2 * 4 * 1 + N * 8 * 4));
   EXPECT_DOUBLE_EQ(find(ops, op::kRopeKv).bytes_written, L * (N * 8 * 4 + 2 * N * 4 * 1));
+  // The linears' math floors take the FP8 rate; the LM head and attention
+  // the 16-bit one.
+  const MatmulRates rates{1.0, 4.0};
+  for (const char* name : {op::kQkv, op::kOProj, op::kGateUp, op::kDown}) {
+    const OpCost& c = find(ops, name);
+    EXPECT_TRUE(c.fp8) << name;
+    EXPECT_DOUBLE_EQ(floor_ms(c, 0.0, rates), 1e3 * c.flops / 4e12) << name;
+  }
+  for (const char* name : {op::kLmHead, op::kAttention}) {
+    const OpCost& c = find(ops, name);
+    EXPECT_FALSE(c.fp8) << name;
+    EXPECT_DOUBLE_EQ(floor_ms(c, 0.0, rates), 1e3 * c.flops / 1e12) << name;
+  }
+  const std::vector<OpCost> f = fuse_persistent(ops);
+  EXPECT_TRUE(find(f, op::kQkv).fp8);
+  EXPECT_TRUE(find(f, op::kGateUp).fp8);
+  EXPECT_FALSE(find(f, op::kLmHead).fp8);
+  // 16-bit linears: every op at the one rate.
+  for (const OpCost& c : step_costs(small(), StepDtypes{2, 2, 4}, s.batch)) EXPECT_FALSE(c.fp8) << c.name;
 }
 
 TEST(StepCosts, PersistentPhasesDropTheFusedIntermediates) {
