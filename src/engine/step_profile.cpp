@@ -183,11 +183,11 @@ std::string kernel_kind(const std::string& n) {
   if (has("rmsnorm") || has("gather_rows")) return "norm";
   if (has("rope_kv")) return "rope_kv";
   if (has("paged_decode") || has("paged_prefill")) return "attention";
-  if (has("silu_mul") || (has("quantize_rows_kernel") && has("RowSiluMul"))) return "act";
+  if (has("silu_mul") || has("RowSiluMul")) return "act";
   if (has("argmax") || has("pick") || has("cub::") || has("Radix") || has("iota_kernel") ||
       has("offsets_kernel"))
     return "sample";
-  if (has("gemv_batched") || has("gemm_fp8_small") || has("quantize_rows_kernel") ||
+  if (has("gemv_batched") || has("gemm_fp8_small") || has("quantize_rows") ||
       n.rfind("hayate::", 0) != 0)  // cuBLAS's own names
     return "gemm";
   return "unknown";

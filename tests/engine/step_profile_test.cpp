@@ -137,8 +137,12 @@ TEST(StepCosts, KernelsGoToTheirOpsInForwardOrder) {
   EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::quantize_rows_kernel<hayate::cuda::"
                         "(anonymous namespace)::RowSiluMul<__half>>"),
             "act");
-  EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::silu_mul_fp8_kernel<8, __half>"),
+  EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::quantize_rows_in_registers_kernel<8, "
+                        "hayate::cuda::(anonymous namespace)::RowSiluMul<__half>>"),
             "act");
+  EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::quantize_rows_in_registers_kernel<2, "
+                        "hayate::cuda::(anonymous namespace)::RowT<__half>>"),
+            "gemm");
   EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::quantize_rows_kernel<hayate::cuda::"
                         "(anonymous namespace)::RowT<__half>>"),
             "gemm");

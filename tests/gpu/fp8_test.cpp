@@ -90,9 +90,11 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
   const int n = 5;
   for (float static_scale : {0.0f, 0.02f}) {
     SCOPED_TRACE(::testing::Message() << "static scale " << static_scale);
-    // The attention output (T in): exact, like the weights.
-    {
-      const int dim = 256;
+    // The attention output (T in): exact, like the weights, in each of the
+    // kernel's forms: in registers, 2 and 4 runs of 8 a thread (256, 3,584,
+    // 4,096; 6,144), and the two-pass form (100, not a multiple of 8).
+    for (int dim : {256, 100, 3584, 4096, 6144}) {
+      SCOPED_TRACE(::testing::Message() << "quantize_rows dim " << dim);
       auto x = random_vec(size_t(n) * dim, this->rng_, -2.0f, 2.0f);
       round_to<T>(x);
       Dev<T> dx = dev_t<T>(x);
@@ -131,7 +133,7 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
       expect_fp8_close(codes.download(), scale.download(), want, want_s, dim, 0.98, "rmsnorm_fp8");
     }
     // SiLU * mul + quantization from T gate/up rows, in each of the kernel's
-    // forms: 4, 8 and 12 runs of 8 a thread (384; Llama's 14,336; Qwen2.5's
+    // forms: 2, 8 and 12 runs of 8 a thread (384; Llama's 14,336; Qwen2.5's
     // 18,944) and the two-pass form (100, not a multiple of 8).
     for (int inter : {100, 384, 14336, 18944}) {
       SCOPED_TRACE(::testing::Message() << "silu_mul inter " << inter);

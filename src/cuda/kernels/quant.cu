@@ -3,9 +3,9 @@
 // quantization fused into the kernels that produce a linear's input
 // (RMSNorm, SiLU * mul) or, for the attention output, one pass of its own.
 // Every kernel is one block per row: the row's amax is a block reduction,
-// then the row is quantized, from registers (RMSNorm, SiLU * mul at the
-// model shapes) or read again from L1/L2 (the general form); a static scale
-// (> 0) skips the reduction.
+// then the row is quantized, from registers (at the model shapes) or read
+// again from L1/L2 (the general form); a static scale (> 0) skips the
+// reduction.
 #include "core/check.h"
 #include "cuda/kernels/fp8.cuh"
 #include "cuda/launch.h"
@@ -19,7 +19,9 @@ constexpr int kQuantThreads = 256;
 
 __device__ __forceinline__ float silu_f(float g) { return g / (1.0f + __expf(-g)); }
 
-// Row r of the source as fp32: the value of column k (one of three sources).
+// Row r of the source as fp32: the value of column k (one of three sources)
+// and, for the 16-bit ones, 8 values from column k (k % 8 == 0, the rows
+// 16-byte aligned) with 16-byte loads.
 struct RowF32 {  // fp32 rows (weights at load)
   const float* x;
   int cols;
@@ -30,6 +32,9 @@ struct RowT {  // T rows (attention output)
   const T* x;
   int cols;
   __device__ float operator()(int r, int k) const { return to_f32(x[size_t(r) * cols + k]); }
+  __device__ void load8(int r, int k, float (&f)[8]) const {
+    unpack8<T>(*reinterpret_cast<const uint4*>(x + size_t(r) * cols + k), f);
+  }
 };
 template <typename T>
 struct RowSiluMul {  // silu(gate) * up of a [rows, 2 cols] gate ; up row in T
@@ -38,6 +43,14 @@ struct RowSiluMul {  // silu(gate) * up of a [rows, 2 cols] gate ; up row in T
   __device__ float operator()(int r, int k) const {
     const T* g = gu + size_t(r) * 2 * cols;
     return silu_f(to_f32(g[k])) * to_f32(g[cols + k]);
+  }
+  __device__ void load8(int r, int k, float (&f)[8]) const {
+    const T* g = gu + size_t(r) * 2 * cols + k;
+    float u[8];
+    unpack8<T>(*reinterpret_cast<const uint4*>(g), f);
+    unpack8<T>(*reinterpret_cast<const uint4*>(g + cols), u);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = silu_f(f[e]) * u[e];
   }
 };
 
@@ -60,41 +73,32 @@ quantize_rows_kernel(Src src, int cols, float static_scale, uint8_t* __restrict_
   if (threadIdx.x == 0) scale[r] = s;
 }
 
-// SiLU * mul then quantization: row blockIdx.x of gu [n, 2 inter] (gate,
-// then up; T), silu(gate) * up in fp32 (RowSiluMul's arithmetic), quantized
-// with the row's scale. The row stays in registers between the amax and the
-// codes, so gate and up are read once: 16-byte loads of 8 elements, 8 codes a
-// store (inter % 8 == 0, inter <= C 8 kQuantThreads); other shapes take
-// quantize_rows_kernel with RowSiluMul (two reads, 2-byte loads).
-template <int C, typename T>
+// The same in registers: the row is read once, 8 values a 16-byte load
+// (Src::load8), and kept in registers between the amax and the codes, 8 codes
+// a 8-byte store (cols % 8 == 0, cols <= C 8 kQuantThreads).
+template <int C, typename Src>
 __global__ void __launch_bounds__(kQuantThreads)
-silu_mul_fp8_kernel(const T* __restrict__ gu, int inter, float static_scale,
-                    uint8_t* __restrict__ out, float* __restrict__ scale) {
+quantize_rows_in_registers_kernel(Src src, int cols, float static_scale,
+                                  uint8_t* __restrict__ out, float* __restrict__ scale) {
   constexpr int V = 8;
   __shared__ float red[32];
-  const T* g = gu + size_t(blockIdx.x) * 2 * inter;
-  const T* u = g + inter;
-  uint8_t* o = out + size_t(blockIdx.x) * inter;
+  const int r = blockIdx.x;
+  uint8_t* o = out + size_t(r) * cols;
   float f[C][V];
   float amax = 0.0f;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     const int k = (c * kQuantThreads + int(threadIdx.x)) * V;
-    if (k >= inter) continue;
-    float uf[V];
-    unpack8<T>(*reinterpret_cast<const uint4*>(g + k), f[c]);
-    unpack8<T>(*reinterpret_cast<const uint4*>(u + k), uf);
+    if (k >= cols) continue;
+    src.load8(r, k, f[c]);
 #pragma unroll
-    for (int e = 0; e < V; ++e) {
-      f[c][e] = silu_f(f[c][e]) * uf[e];
-      amax = fmaxf(amax, fabsf(f[c][e]));
-    }
+    for (int e = 0; e < V; ++e) amax = fmaxf(amax, fabsf(f[c][e]));
   }
   const float s = static_scale != 0.0f ? static_scale : fp8_scale_for_dev(block_max(amax, red));
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     const int k = (c * kQuantThreads + int(threadIdx.x)) * V;
-    if (k >= inter) continue;
+    if (k >= cols) continue;
     uint2 codes{0u, 0u};
 #pragma unroll
     for (int e = 0; e < V / 2; ++e) {
@@ -103,7 +107,7 @@ silu_mul_fp8_kernel(const T* __restrict__ gu, int inter, float static_scale,
     }
     *reinterpret_cast<uint2*>(o + k) = codes;
   }
-  if (threadIdx.x == 0) scale[blockIdx.x] = s;
+  if (threadIdx.x == 0) scale[r] = s;
 }
 
 // RMSNorm then quantization: row blockIdx.x of x [n, dim] (fp32), normalised
@@ -191,31 +195,42 @@ void quantize_weight_rows(const float* w, int rows, int cols, uint8_t* out, floa
          cols, 0.0f, out, scale);
 }
 
+// Rows of a 16-bit source (src_aligned: its rows start 16-byte aligned) in
+// registers where the width allows, C = 2, 4, 8 or 12 runs of 8 a thread
+// (the attention output of Llama 8B, 4,096 wide, takes 2; the SiLU * mul of
+// Llama 8B's 14,336 and Qwen3 8B's 12,288 8, of Qwen2.5 7B's 18,944 12); else
+// the two-pass kernel.
+template <typename Src>
+void quantize_rows(Src src, int rows, int cols, bool src_aligned, float static_scale,
+                   uint8_t* out, float* scale, cudaStream_t s) {
+  if (rows <= 0) return;
+  const LaunchConfig cfg{unsigned(rows), kQuantThreads, 0, s};
+  constexpr int kRun = 8 * kQuantThreads;  // elements of one 8-wide pass of the block
+  if (cols % 8 == 0 && src_aligned && aligned_to(8, out) && cols <= 12 * kRun) {
+    if (cols <= 2 * kRun)
+      launch(cfg, quantize_rows_in_registers_kernel<2, Src>, src, cols, static_scale, out, scale);
+    else if (cols <= 4 * kRun)
+      launch(cfg, quantize_rows_in_registers_kernel<4, Src>, src, cols, static_scale, out, scale);
+    else if (cols <= 8 * kRun)
+      launch(cfg, quantize_rows_in_registers_kernel<8, Src>, src, cols, static_scale, out, scale);
+    else
+      launch(cfg, quantize_rows_in_registers_kernel<12, Src>, src, cols, static_scale, out, scale);
+  } else {
+    launch(cfg, quantize_rows_kernel<Src>, src, cols, static_scale, out, scale);
+  }
+}
+
 template <typename T>
 void quantize_rows_fp8(const T* x, int n, int dim, float static_scale, uint8_t* out,
                        float* scale, cudaStream_t s) {
-  if (n <= 0) return;
-  launch({unsigned(n), kQuantThreads, 0, s}, quantize_rows_kernel<RowT<T>>, RowT<T>{x, dim}, dim,
-         static_scale, out, scale);
+  quantize_rows(RowT<T>{x, dim}, n, dim, aligned_to(16, x), static_scale, out, scale, s);
 }
 
 template <typename T>
 void silu_mul_fp8(const T* gu, int n, int inter, float static_scale, uint8_t* out, float* scale,
                   cudaStream_t s) {
-  if (n <= 0) return;
-  const LaunchConfig cfg{unsigned(n), kQuantThreads, 0, s};
-  constexpr int kRun = 8 * kQuantThreads;  // elements of one 8-wide pass of the block
-  if (inter % 8 == 0 && aligned_to(16, gu) && aligned_to(8, out) && inter <= 12 * kRun) {
-    if (inter <= 4 * kRun)
-      launch(cfg, silu_mul_fp8_kernel<4, T>, gu, inter, static_scale, out, scale);
-    else if (inter <= 8 * kRun)  // Llama 8B's 14,336; Qwen3 8B's 12,288
-      launch(cfg, silu_mul_fp8_kernel<8, T>, gu, inter, static_scale, out, scale);
-    else  // Qwen2.5 7B's 18,944
-      launch(cfg, silu_mul_fp8_kernel<12, T>, gu, inter, static_scale, out, scale);
-  } else {
-    launch(cfg, quantize_rows_kernel<RowSiluMul<T>>, RowSiluMul<T>{gu, inter}, inter,
-           static_scale, out, scale);
-  }
+  quantize_rows(RowSiluMul<T>{gu, inter}, n, inter, aligned_to(16, gu), static_scale, out, scale,
+                s);
 }
 
 bool rmsnorm_fp8_supported(int dim) { return dim <= kNormFp8MaxDim; }
