@@ -67,9 +67,32 @@ HAYATE_HOT_LOOP static float dot(const float* a, const float* b, int len) {
 // costs a shadow lookup per output (the LM head at batch 128 is 16M stores,
 // several seconds a step in the sanitizer build); matmul checks nothing
 // either, its callers size the buffers.
+// Four tokens at a time share each weight row's loads, and their four sums
+// are independent chains (one dot's chain of dependent adds runs at a
+// fraction of the multiply-add rate); each sum is dot's, in dot's order.
 HAYATE_HOT_LOOP static void matmul_rows(const float* W, const float* x, float* y, int n, int out,
                                         int in, int o0, int o1) {
-  for (int t = 0; t < n; ++t) {
+  int t = 0;
+  for (; t + 4 <= n; t += 4) {
+    const float *x0 = x + int64_t(t) * in, *x1 = x0 + in, *x2 = x1 + in, *x3 = x2 + in;
+    float* yt = y + int64_t(t) * out;
+    for (int o = o0; o < o1; ++o) {
+      const float* w = W + int64_t(o) * in;
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+      for (int i = 0; i < in; ++i) {
+        s0 += w[i] * x0[i];
+        s1 += w[i] * x1[i];
+        s2 += w[i] * x2[i];
+        s3 += w[i] * x3[i];
+      }
+      yt[o] = s0;
+      yt[out + o] = s1;
+      yt[2 * int64_t(out) + o] = s2;
+      yt[3 * int64_t(out) + o] = s3;
+    }
+  }
+  for (; t < n; ++t) {
     const float* xt = x + int64_t(t) * in;
     float* yt = y + int64_t(t) * out;
     for (int o = o0; o < o1; ++o) yt[o] = dot(W + int64_t(o) * in, xt, in);
