@@ -25,6 +25,9 @@ phase "sanitizer tests"
 # tree with the costs measured here (ctest keeps them up to date after a run).
 cost=build/asan/Testing/Temporary/CTestCostData.txt
 [ -f "$cost" ] || { mkdir -p "$(dirname "$cost")" && cp tests/ctest_cost.txt "$cost"; }
+# The preset sets OMP_WAIT_POLICY=passive: with two tests on two cores, the
+# CPU backend's OpenMP threads spinning at their barriers would take the
+# other test's core.
 ctest --preset asan -j "$jobs"
 
 phase "fuzzing (${fuzz_seconds}s per target, ${jobs} at a time)"
