@@ -26,18 +26,40 @@ void expect_close(const std::vector<float>& a, const std::vector<double>& ref, d
 }
 
 TEST(CpuOps, MatmulMatchesDoubleSum) {
-  const int n = 3, out = 37, in = 29;  // odd sizes exercise the tail of the dot
-  auto W = rnd(size_t(out) * in, 1), x = rnd(size_t(n) * in, 2);
-  std::vector<float> y(size_t(n) * out, NAN);
-  matmul(W.data(), x.data(), y.data(), n, out, in);
-  std::vector<double> ref(y.size());
-  for (int t = 0; t < n; ++t)
-    for (int o = 0; o < out; ++o) {
-      double s = 0;
-      for (int i = 0; i < in; ++i) s += double(W[size_t(o) * in + i]) * x[size_t(t) * in + i];
-      ref[size_t(t) * out + o] = s;
+  // Token counts below, at and past the 4-token blocks; odd sizes exercise
+  // the tail of the dot.
+  for (int n : {1, 3, 4, 9}) {
+    SCOPED_TRACE(n);
+    const int out = 37, in = 29;
+    auto W = rnd(size_t(out) * in, 1), x = rnd(size_t(n) * in, 2);
+    std::vector<float> y(size_t(n) * out, NAN);
+    matmul(W.data(), x.data(), y.data(), n, out, in);
+    std::vector<double> ref(y.size());
+    for (int t = 0; t < n; ++t)
+      for (int o = 0; o < out; ++o) {
+        double s = 0;
+        for (int i = 0; i < in; ++i) s += double(W[size_t(o) * in + i]) * x[size_t(t) * in + i];
+        ref[size_t(t) * out + o] = s;
+      }
+    expect_close(y, ref, 1e-5);
+  }
+}
+
+// A token's outputs do not depend on the batch around it: the 4-token
+// blocks sum each output in the one-token order, bit for bit (a single
+// request is a batch of one, and batched and single runs must agree).
+TEST(CpuOps, MatmulRowsAreTheSameInAnyBatch) {
+  for (int in : {29, 128}) {
+    const int n = 11, out = 70;
+    auto W = rnd(size_t(out) * in, 5), x = rnd(size_t(n) * in, 6);
+    std::vector<float> y(size_t(n) * out), one(static_cast<size_t>(out));
+    matmul(W.data(), x.data(), y.data(), n, out, in);
+    for (int t = 0; t < n; ++t) {
+      matmul(W.data(), x.data() + size_t(t) * in, one.data(), 1, out, in);
+      for (int o = 0; o < out; ++o)
+        ASSERT_EQ(y[size_t(t) * out + o], one[size_t(o)]) << "in " << in << " token " << t << " output " << o;
     }
-  expect_close(y, ref, 1e-5);
+  }
 }
 
 TEST(CpuOps, RmsnormMatchesFormula) {
