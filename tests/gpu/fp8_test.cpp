@@ -133,9 +133,10 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
       expect_fp8_close(codes.download(), scale.download(), want, want_s, dim, 0.98, "rmsnorm_fp8");
     }
     // SiLU * mul + quantization from T gate/up rows, in each of the kernel's
-    // forms: 2, 8 and 12 runs of 8 a thread (384; Llama's 14,336; Qwen2.5's
-    // 18,944) and the two-pass form (100, not a multiple of 8).
-    for (int inter : {100, 384, 14336, 18944}) {
+    // forms: 2, 6, 7, 8 and 12 runs of 8 a thread (384; Qwen3's 12,288;
+    // Llama's 14,336; 16,384; Qwen2.5's 18,944) and the two-pass form (100,
+    // not a multiple of 8).
+    for (int inter : {100, 384, 12288, 14336, 16384, 18944}) {
       SCOPED_TRACE(::testing::Message() << "silu_mul inter " << inter);
       auto gu = random_vec(size_t(n) * 2 * inter, this->rng_, -4.0f, 4.0f);
       round_to<T>(gu);

@@ -75,9 +75,12 @@ quantize_rows_kernel(Src src, int cols, float static_scale, uint8_t* __restrict_
 
 // The same in registers: the row is read once, 8 values a 16-byte load
 // (Src::load8), and kept in registers between the amax and the codes, 8 codes
-// a 8-byte store (cols % 8 == 0, cols <= C 8 kQuantThreads).
+// a 8-byte store (cols % 8 == 0, cols <= C 8 kQuantThreads). Up to C = 7 the
+// row fits in 80 registers a thread, three blocks an SM (ptxas, sm_90a: 79
+// at C = 7, no spill), so one block's loads overlap the others' reductions
+// and stores.
 template <int C, typename Src>
-__global__ void __launch_bounds__(kQuantThreads)
+__global__ void __launch_bounds__(kQuantThreads, C <= 7 ? 3 : 2)
 quantize_rows_in_registers_kernel(Src src, int cols, float static_scale,
                                   uint8_t* __restrict__ out, float* __restrict__ scale) {
   constexpr int V = 8;
@@ -196,10 +199,10 @@ void quantize_weight_rows(const float* w, int rows, int cols, uint8_t* out, floa
 }
 
 // Rows of a 16-bit source (src_aligned: its rows start 16-byte aligned) in
-// registers where the width allows, C = 2, 4, 8 or 12 runs of 8 a thread
-// (the attention output of Llama 8B, 4,096 wide, takes 2; the SiLU * mul of
-// Llama 8B's 14,336 and Qwen3 8B's 12,288 8, of Qwen2.5 7B's 18,944 12); else
-// the two-pass kernel.
+// registers where the width allows, C = 2, 4, 6, 7, 8 or 12 runs of 8 a
+// thread (the attention output of Llama 8B, 4,096 wide, takes 2; the SiLU *
+// mul of Qwen3 8B's 12,288 6, of Llama 8B's 14,336 7, of Qwen2.5 7B's 18,944
+// 12); else the two-pass kernel.
 template <typename Src>
 void quantize_rows(Src src, int rows, int cols, bool src_aligned, float static_scale,
                    uint8_t* out, float* scale, cudaStream_t s) {
@@ -211,6 +214,10 @@ void quantize_rows(Src src, int rows, int cols, bool src_aligned, float static_s
       launch(cfg, quantize_rows_in_registers_kernel<2, Src>, src, cols, static_scale, out, scale);
     else if (cols <= 4 * kRun)
       launch(cfg, quantize_rows_in_registers_kernel<4, Src>, src, cols, static_scale, out, scale);
+    else if (cols <= 6 * kRun)
+      launch(cfg, quantize_rows_in_registers_kernel<6, Src>, src, cols, static_scale, out, scale);
+    else if (cols <= 7 * kRun)
+      launch(cfg, quantize_rows_in_registers_kernel<7, Src>, src, cols, static_scale, out, scale);
     else if (cols <= 8 * kRun)
       launch(cfg, quantize_rows_in_registers_kernel<8, Src>, src, cols, static_scale, out, scale);
     else
