@@ -57,7 +57,8 @@ TEST(CpuOps, MatmulRowsAreTheSameInAnyBatch) {
     for (int t = 0; t < n; ++t) {
       matmul(W.data(), x.data() + size_t(t) * in, one.data(), 1, out, in);
       for (int o = 0; o < out; ++o)
-        ASSERT_EQ(y[size_t(t) * out + o], one[size_t(o)]) << "in " << in << " token " << t << " output " << o;
+        ASSERT_EQ(y[size_t(t) * out + o], one[size_t(o)])
+            << "in " << in << " token " << t << " output " << o;
     }
   }
 }

@@ -100,7 +100,8 @@ TEST(StepCosts, Fp8LinearsAndPoolsCountOneByte) {
   EXPECT_TRUE(find(f, op::kGateUp).fp8);
   EXPECT_FALSE(find(f, op::kLmHead).fp8);
   // 16-bit linears: every op at the one rate.
-  for (const OpCost& c : step_costs(small(), StepDtypes{2, 2, 4}, s.batch)) EXPECT_FALSE(c.fp8) << c.name;
+  for (const OpCost& c : step_costs(small(), StepDtypes{2, 2, 4}, s.batch))
+    EXPECT_FALSE(c.fp8) << c.name;
 }
 
 TEST(StepCosts, PersistentPhasesDropTheFusedIntermediates) {
