@@ -259,6 +259,14 @@ struct QkvRopeTableEpi {
   }
 };
 
+// The producer's wait for stage use jj's buffer: every consumer warp released
+// use jj - S.
+__device__ __forceinline__ void persist_wait_empty(const PersistRing& rg, int jj) {
+  if (jj >= kPersistStages)
+    mbar_wait(smem_u32(&rg.empty[jj % kPersistStages]),
+              uint32_t((jj - kPersistStages) / kPersistStages) & 1u);
+}
+
 // ---- producer: the weight tiles of one phase --------------------------------
 // Tile = G row groups of R rows (epi.row maps them), claimed from *claim
 // (zero before the phase; every block's producer adds to it). Lane 0 of the
@@ -273,11 +281,7 @@ __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* 
   static_assert(!kWide || (R == 1 && G == 1));
   const uint32_t row_bytes = uint32_t(K) * sizeof(T);
   const int ntiles = (groups + G - 1) / G;
-  auto wait_empty = [&](int jj) {  // every consumer warp released stage use jj - S
-    if (jj >= kPersistStages)
-      mbar_wait(smem_u32(&rg.empty[jj % kPersistStages]),
-                uint32_t((jj - kPersistStages) / kPersistStages) & 1u);
-  };
+  auto wait_empty = [&](int jj) { persist_wait_empty(rg, jj); };
   for (;; ++j) {
     const int tile = atomicAdd(claim, 1);  // in flight while we wait for the stage
     const int buf = j % kPersistStages;
@@ -504,6 +508,127 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
   }
 }
 
+// ---- packed rows: a tile of P rows over Q stages, every stage full ----------
+// 16-bit rows of K = 2048 M (M = 1 ... 8) fill a 32 KB stage (2048 16-byte
+// chunks) only when 8 is a multiple of M: Qwen3-8B's 12,288-wide down rows (M
+// = 6, 24 KB) left a quarter of every stage empty, Llama's 14,336 (M = 7) an
+// eighth, and the ring's bytes in flight shrank with them. Here the P = 8 /
+// gcd(8, M) consecutive rows of a tile (contiguous in W [rows, K]) stream
+// through Q = M / gcd(8, M) stages of 32 KB each (P M = 8 Q), one bulk copy a
+// stage: Qwen3's 4 rows over 3 stages, Llama's 8 over 7. A stage's chunk c
+// is the tile's chunk 2048 q + c, of row (2048 q + c) / 256 M; consumer
+// thread t reads chunks t + 256 i, whose x chunk is always one of its own
+// (x's chunks t + 256 jj, as K is a multiple of 256 chunks), so every index
+// is known at compile time and x stays in registers.
+template <int M>
+struct PersistPack {
+  static constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
+  static constexpr int kGcd = gcd(8, M);
+  static constexpr int P = 8 / kGcd;  // rows per tile
+  static constexpr int Q = M / kGcd;  // stages per tile
+  static_assert(M >= 1 && M <= 8 && P <= kPersistPartRows);
+};
+
+// Packed tiles of W [rows, 2048 M] (16-bit; rows % P == 0), claimed from
+// *claim; lane 0 of the producer warp.
+template <typename T, int M>
+__device__ __forceinline__ void persist_produce_packed(const PersistRing& rg,
+                                                       const T* __restrict__ W, int rows,
+                                                       int* claim, int& j) {
+  using Pk = PersistPack<M>;
+  static_assert(sizeof(T) == 2);
+  constexpr size_t kTileBytes = size_t(Pk::Q) * kPersistStageBytes;
+  const int ntiles = rows / Pk::P;
+  for (;;) {
+    const int tile = atomicAdd(claim, 1);  // in flight while we wait for the stage
+    persist_wait_empty(rg, j);
+    if (tile >= ntiles) {  // the phase is done: an empty stage says so
+      const int buf = j % kPersistStages;
+      rg.tile[buf] = -1;
+      mbar_arrive(smem_u32(&rg.full[buf]));
+      ++j;
+      return;
+    }
+    const unsigned char* src = reinterpret_cast<const unsigned char*>(W) + tile * kTileBytes;
+#pragma unroll 1
+    for (int q = 0; q < Pk::Q; ++q, ++j) {
+      const int buf = j % kPersistStages;
+      if (q > 0) persist_wait_empty(rg, j);
+      const uint32_t bar = smem_u32(&rg.full[buf]);
+      rg.tile[buf] = tile;
+      mbar_expect(bar, kPersistStageBytes);
+      bulk_g2s(smem_u32(rg.stages + size_t(buf) * kPersistStageBytes),
+               src + size_t(q) * kPersistStageBytes, kPersistStageBytes, bar);
+    }
+  }
+}
+
+// The consumers' side: y rows of W [rows, 2048 M] . x (no norm), x chunk c
+// from xfn; epi as persist_consume's with one row per group (group = row).
+template <typename T, int M, typename Epi, typename XFn>
+__device__ __forceinline__ void persist_consume_packed(const PersistRing& rg, XFn xfn,
+                                                       const Epi& epi, int& j, int& jd) {
+  using Pk = PersistPack<M>;
+  constexpr int P = Pk::P;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  float xr[M][8];
+#pragma unroll
+  for (int jj = 0; jj < M; ++jj) xfn(tid + jj * kPersistConsumers, xr[jj]);
+
+  for (;;) {
+    int buf = j % kPersistStages;
+    mbar_wait(smem_u32(&rg.full[buf]), uint32_t(j / kPersistStages) & 1u);
+    const int tile = *static_cast<volatile int*>(&rg.tile[buf]);
+    if (tile < 0) {  // end of the phase: release the stage and leave
+      __syncwarp();
+      if (lane == 0) mbar_arrive(smem_u32(&rg.empty[buf]));
+      ++j;
+      return;
+    }
+    const int p = jd % kPersistParts;
+    const bool epi_warp = warp == jd % kPersistWarps;
+    typename Epi::Pre pre{};  // the epilogue's global reads, under the dot products
+    if (epi_warp && lane < P) pre = epi.prepare(tile * P + lane);
+    float acc[P];
+#pragma unroll
+    for (int r = 0; r < P; ++r) acc[r] = 0.0f;
+#pragma unroll
+    for (int q = 0; q < Pk::Q; ++q) {
+      if (q > 0) {
+        buf = j % kPersistStages;
+        mbar_wait(smem_u32(&rg.full[buf]), uint32_t(j / kPersistStages) & 1u);
+      }
+      const unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int r = (8 * q + i) / M, jj = (8 * q + i) % M;  // row, x's chunk: compile time
+        float f[8];
+        unpack8<T>(*reinterpret_cast<const uint4*>(st + (size_t(i) * kPersistConsumers + tid) * 16),
+                   f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
+      }
+      __syncwarp();  // every lane is done reading the stage
+      if (lane == 0) mbar_arrive(smem_u32(&rg.empty[buf]));
+      ++j;
+    }
+    const float v = ring_rows_sum<P>(acc, lane);  // lane l: row ring_row_of_lane<P>(l)
+    if (lane % (32 / P) == 0) rg.part[p][warp][ring_row_of_lane<P>(lane)] = v;
+    __syncwarp();  // the part writes, before lane 0's release below
+    if (lane == 0) mbar_arrive(smem_u32(&rg.done[p]));
+    if (epi_warp) {  // this tile's epilogue
+      mbar_wait(smem_u32(&rg.done[p]), uint32_t(jd / kPersistParts) & 1u);
+      if (lane < P) {
+        float sum[1] = {0.0f};
+#pragma unroll
+        for (int w = 0; w < kPersistWarps; ++w) sum[0] += rg.part[p][w][lane];
+        epi.store(tile * P + lane, sum, pre);
+      }
+    }
+    ++jd;
+  }
+}
+
 // ---- consumers: decode attention over [0, keys) ------------------------------
 // An attention unit is a kv head's query heads, or, with more than
 // kPersistMaxGroup of them (Qwen2.5-7B: 7), a near-equal share of them
@@ -573,6 +698,18 @@ struct PersistKvTile {
       }
     }
   }
+
+  // K of row `row` from kn [HD] (shared memory), if this tile (rows [t0,
+  // min(t0 + 64, end))) holds it.
+  template <typename T>
+  __device__ void set_k_row(const T* kn, int t0, int end, int row) {
+    const int nt = min(kPersistTile, end - t0), c = threadIdx.x % TPK, kj = threadIdx.x / TPK;
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+      const int jk = p * KP + kj;
+      if (jk < nt && t0 + jk == row) k[p] = *reinterpret_cast<const uint4*>(kn + c * 8);
+    }
+  }
 };
 
 // The first tile of this block's first attention item of a layer,
@@ -612,9 +749,11 @@ __device__ __forceinline__ void persist_attend_prefetch_l2(const PersistCache<T>
 
 // Qwen3's per-head norms (kQkNorm), after QKV wrote q and k raw: each
 // item's q heads RMS-normalised, scaled by q_norm and turned by cs (the
-// step's cos, sin [2][HD / 2]) in shared memory, and in the one item whose
-// keys hold row keys - 1, k_raw's head likewise (k_norm) and appended there
-// before any of its loads of that row: one pass, two barriers.
+// step's cos, sin [2][HD / 2]), a warp per head in registers, into shared
+// memory; in the one item whose keys hold row keys - 1, k_raw's head
+// likewise (k_norm), appended there and patched into the item's first tile
+// (its loads were issued with the others', before the norms): no barrier or
+// memory round trip of their own beyond q's load.
 template <typename T>
 struct PersistQkNorm {
   const T *q_norm, *k_norm;  // [HD]
@@ -639,7 +778,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
   __shared__ float alpha_s[GM], m_s[GM], l_s[GM];
   __shared__ float red[kPersistWarps][GM][HD];
   __shared__ bool last_split;
-  __shared__ float ks[kQkNorm ? HD : 1], rstd_s[GM + 1];  // kQkNorm: the step's k row, rstds
+  __shared__ __align__(16) T kn[kQkNorm ? HD : 8];  // kQkNorm: the step's k row, normalised
   const int kv_dim = n_kv_heads * HD, units = persistent_attn_units(n_heads, n_kv_heads);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int c = tid % TPK, kj = tid / TPK;
@@ -655,58 +794,67 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
     // K and V rows of a tile, loaded together (they do not depend on q): the
     // first tile's loads are in flight with q's, so a short context costs one
     // memory round trip, not three (none but this step's row when prefetched).
-    // With q/k norms the item holding row keys - 1 loads after writing it.
+    // With q/k norms that row's k is not in the pool yet: the item holding
+    // it (end == keys) normalises it below and takes it into its tile from
+    // shared memory, so its loads too start before the norms.
     const bool first_pre = item == int(blockIdx.x) && prefetched;
-    const bool has_k = kQkNorm && end == keys;
     Tile kv;
     if (first_pre) {
       kv = pre;
-      if (!has_k) kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
-    } else if (start < end && !has_k) {
+      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
+    } else if (start < end) {
       kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
     }
-    for (int i = tid; i < G * HD; i += kPersistConsumers)
-      qs[i / HD][i % HD] = __ldcg(q + h0 * HD + i) * (kQkNorm ? 1.0f : scale);
+    if constexpr (kQkNorm) {
+      // Warp g < G: query head h0 + g; warp G, in the item holding row keys
+      // - 1: k_raw's head kvh, appended to the pool (for later tiles) and
+      // kept in kn (for this one). Lane l holds elements l + 32 u, so RoPE's
+      // pairs (u, u + U / 2) are its own.
+      constexpr int U = HD / 32;
+      static_assert(HD % 64 == 0);
+      const bool has_k = end == keys;
+      if (warp < G || (has_k && warp == G)) {
+        const bool is_q = warp < G;
+        const float* src = is_q ? q + (h0 + warp) * HD : qk.k_raw + kvh * HD;
+        const T* w = is_q ? qk.q_norm : qk.k_norm;
+        float x[U], wn[U], ss = 0.0f;
+#pragma unroll
+        for (int u = 0; u < U; ++u) wn[u] = to_f32(w[lane + 32 * u]);  // in flight with x's
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          x[u] = __ldcg(src + lane + 32 * u);
+          ss += x[u] * x[u];
+        }
+        const float r = rsqrtf(warp_sum(ss) / float(HD) + qk.eps);
+#pragma unroll
+        for (int u = 0; u < U; ++u) x[u] = x[u] * r * wn[u];
+#pragma unroll
+        for (int u = 0; u < U / 2; ++u)
+          rope_turn(x[u], x[u + U / 2], qk.cs[lane + 32 * u], qk.cs[HD / 2 + lane + 32 * u]);
+        if (is_q) {
+#pragma unroll
+          for (int u = 0; u < U; ++u) qs[warp][lane + 32 * u] = x[u] * scale;
+        } else {
+          T* const k_row = cache.k + cache.row(keys - 1) * kv_dim + kvh * HD;
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const T v = from_f32<T>(x[u]);
+            k_row[lane + 32 * u] = v;
+            kn[lane + 32 * u] = v;
+          }
+          __threadfence_block();  // the pool's row, before this block's later loads of it
+        }
+      }
+    } else {
+      for (int i = tid; i < G * HD; i += kPersistConsumers)
+        qs[i / HD][i % HD] = __ldcg(q + h0 * HD + i) * scale;
+    }
     if (tid < GM) {
       m_s[tid] = -FLT_MAX;
       l_s[tid] = 0.0f;
     }
-    if constexpr (kQkNorm) {  // warp g sums q head g, warp G the k row
-      if (has_k)
-        for (int i = tid; i < HD; i += kPersistConsumers) ks[i] = __ldcg(qk.k_raw + kvh * HD + i);
-      consumer_sync();  // qs, ks raw
-      if (warp < G || (has_k && warp == G)) {
-        const float* x = warp < G ? qs[warp] : ks;
-        float ss = 0.0f;
-#pragma unroll
-        for (int e = lane; e < HD; e += 32) ss += x[e] * x[e];
-        ss = warp_sum(ss);
-        if (lane == 0) rstd_s[warp] = rsqrtf(ss / float(HD) + qk.eps);
-      }
-      consumer_sync();  // rstd_s
-      T* const k_row = cache.k + cache.row(keys - 1) * kv_dim + kvh * HD;
-      for (int i = tid; i < (G + has_k) * (HD / 2); i += kPersistConsumers) {
-        const int h = i / (HD / 2), e = i % (HD / 2);
-        float* x = h < G ? qs[h] : ks;
-        const T* w = h < G ? qk.q_norm : qk.k_norm;
-        const float r = rstd_s[h];
-        float a = x[e] * r * to_f32(w[e]), b = x[e + HD / 2] * r * to_f32(w[e + HD / 2]);
-        rope_turn(a, b, qk.cs[e], qk.cs[HD / 2 + e]);
-        if (h < G) {
-          x[e] = a * scale;
-          x[e + HD / 2] = b * scale;
-        } else {
-          k_row[e] = from_f32<T>(a);
-          k_row[e + HD / 2] = from_f32<T>(b);
-        }
-      }
-      __threadfence_block();  // the k row, before this block's loads of it below
-    }
-    consumer_sync();  // qs, m_s, l_s (and the k row)
-    if (has_k && first_pre)
-      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, true);
-    else if (has_k && start < end)
-      kv.template load<T>(cache, kv_dim, kvh, start, end, keys, false);
+    consumer_sync();  // qs, m_s, l_s (and kn, the k row)
+    if (kQkNorm && end == keys && start < end) kv.set_k_row(kn, start, end, keys - 1);
     float acc[GM][8] = {};
     for (int t0 = start; t0 < end; t0 += kPersistTile) {
       const int nt = min(kPersistTile, end - t0);
