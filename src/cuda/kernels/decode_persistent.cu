@@ -29,9 +29,7 @@ namespace {
 // over two stages (persist_produce); an instantiation of its own, as the
 // second form of the down phase made ptxas spill at the kernel's 168
 // registers (92 bytes) where it has none.
-// kDownM: 16-bit down rows of 2048 kDownM (Qwen3-8B's 6) as packed tiles,
-// every stage full (persist_produce_packed); 0: a row or two a stage.
-template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm, bool kWide, int kDownM>
+template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm, bool kWide>
 __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(PersistentDecode<T> a) {
   using W = std::conditional_t<kFp8, uint8_t, T>;
   extern __shared__ __align__(128) unsigned char stages[];  // [S][32 KB]
@@ -45,7 +43,6 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   const int qkv_groups = (a.n_heads + 2 * nkv) * (HD / 2);  // RoPE pairs
   const int units = persistent_attn_units(a.n_heads, nkv);  // attention units (persistent.cuh)
   static_assert(!kWide || !kFp8);
-  static_assert(kDownM == 0 || (!kFp8 && !kWide));
   // Tile geometry: G row groups of R rows per stage (R = 2: the row pairs of
   // RoPE and of gate/up; NC: x's chunks per thread, persist_consume). 16-bit
   // rows of K = 4096 fill a 32 KB stage with 4 rows, e4m3 ones with 8 (on
@@ -83,11 +80,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
         persist_produce<W, 2, G4>(rg, wqkv, D, qkv_groups, qkv_epi(L), claim++, j);
         persist_produce<W, 2, G4>(rg, wo, qd, D / 2, ResidualCgEpi<2>{a.h, a.h2}, claim++, j);
         persist_produce<W, 2, G4>(rg, wgu, D, I, SiluMulEpi{a.act, I}, claim++, j);
-        if constexpr (kDownM > 0)
-          persist_produce_packed<W, kDownM>(rg, wd, D, claim++, j);
-        else
-          persist_produce<W, 1, GD, ResidualCgEpi<1>, kWide>(rg, wd, I, D,
-                                                             ResidualCgEpi<1>{a.h2, a.h}, claim++, j);
+        persist_produce<W, 1, GD, ResidualCgEpi<1>, kWide>(rg, wd, I, D,
+                                                           ResidualCgEpi<1>{a.h2, a.h}, claim++, j);
       }
       persist_produce<T, 2, 2>(rg, a.lm_head, D, a.vocab / 2, StoreEpi<2>{a.logits}, claim, j);
     }
@@ -126,10 +120,6 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
       persist_attend_prefetch_l2<T, HD>(cache(L), a.n_heads, nkv, keys);
     else
       prefetched = persist_attend_prefetch<T, HD>(cache(L), a.n_heads, nkv, keys, pre);
-    if (kQkNorm && threadIdx.x == 0) {  // the norms' weights, read after QKV: from L2, not HBM
-      bulk_prefetch_l2(L.q_norm, HD * sizeof(T));
-      bulk_prefetch_l2(L.k_norm, HD * sizeof(T));
-    }
     // q [Hq d] roped; k, v -> cache[pos]
     persist_consume<T, W, 2, G4, NC4, true>(rg, D, qkv_groups, L.attn_norm, a.eps, from(a.h),
                                             qkv_epi(L), j, jd, L.s_qkv, L.in_qkv);
@@ -157,12 +147,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     stamp();
     // h = h2 + Wdown act
     // (kWide: K <= 16384 + 8 * kPersistWideTail, persistent_decode_supported)
-    if constexpr (kDownM > 0)
-      persist_consume_packed<T, kDownM>(rg, from(a.act), ResidualCgEpi<1>{a.h2, a.h}, j, jd);
-    else
-      persist_consume<T, W, 1, GD, 8, false, ResidualCgEpi<1>, decltype(from(a.act)), kWide>(
-          rg, I, D, nullptr, 0.0f, from(a.act), ResidualCgEpi<1>{a.h2, a.h}, j, jd, L.s_down,
-          L.in_down);
+    persist_consume<T, W, 1, GD, 8, false, ResidualCgEpi<1>, decltype(from(a.act)), kWide>(
+        rg, I, D, nullptr, 0.0f, from(a.act), ResidualCgEpi<1>{a.h2, a.h}, j, jd, L.s_down,
+        L.in_down);
     stamp();
     grid_sync(a.barrier, k);
     stamp();
@@ -177,10 +164,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
 // One cooperative block per SM; the launch's error is returned (a grid that
 // cannot be resident at once is refused there).
 // refuse (tests): ask for per_sm + 1 blocks per SM, which the runtime must refuse.
-template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm = false, bool kWide = false,
-          int kDownM = 0>
+template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm = false, bool kWide = false>
 cudaError_t launch_persistent(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
-  auto kernel = decode_persistent_kernel<T, HD, kTrace, kFp8, kQkNorm, kWide, kDownM>;
+  auto kernel = decode_persistent_kernel<T, HD, kTrace, kFp8, kQkNorm, kWide>;
   const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
   HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int device = 0, sms = 0, per_sm = 0;
@@ -208,10 +194,6 @@ cudaError_t persistent_launch(const PersistentDecode<T>& a, cudaStream_t s, bool
   if (a.qk_norm) {  // Qwen3: head_dim 128, 16-bit weights
     HAYATE_CHECK(a.head_dim == 128 && !a.fp8 && a.k_raw,
                  "persistent decode: q/k norms need head_dim 128, 16-bit weights and k_raw");
-    // Qwen3-8B's 12,288-wide down rows: 4 over 3 stages.
-    if (a.inter == 6 * 2048 && a.hidden % PersistPack<6>::P == 0)
-      return trace ? launch_persistent<T, 128, true, false, true, false, 6>(a, s, refuse)
-                   : launch_persistent<T, 128, false, false, true, false, 6>(a, s, refuse);
     return trace ? launch_persistent<T, 128, true, false, true>(a, s, refuse)
                  : launch_persistent<T, 128, false, false, true>(a, s, refuse);
   }

@@ -259,14 +259,6 @@ struct QkvRopeTableEpi {
   }
 };
 
-// The producer's wait for stage use jj's buffer: every consumer warp released
-// use jj - S.
-__device__ __forceinline__ void persist_wait_empty(const PersistRing& rg, int jj) {
-  if (jj >= kPersistStages)
-    mbar_wait(smem_u32(&rg.empty[jj % kPersistStages]),
-              uint32_t((jj - kPersistStages) / kPersistStages) & 1u);
-}
-
 // ---- producer: the weight tiles of one phase --------------------------------
 // Tile = G row groups of R rows (epi.row maps them), claimed from *claim
 // (zero before the phase; every block's producer adds to it). Lane 0 of the
@@ -281,7 +273,11 @@ __device__ __forceinline__ void persist_produce(const PersistRing& rg, const T* 
   static_assert(!kWide || (R == 1 && G == 1));
   const uint32_t row_bytes = uint32_t(K) * sizeof(T);
   const int ntiles = (groups + G - 1) / G;
-  auto wait_empty = [&](int jj) { persist_wait_empty(rg, jj); };
+  auto wait_empty = [&](int jj) {  // every consumer warp released stage use jj - S
+    if (jj >= kPersistStages)
+      mbar_wait(smem_u32(&rg.empty[jj % kPersistStages]),
+                uint32_t((jj - kPersistStages) / kPersistStages) & 1u);
+  };
   for (;; ++j) {
     const int tile = atomicAdd(claim, 1);  // in flight while we wait for the stage
     const int buf = j % kPersistStages;
@@ -508,127 +504,6 @@ __device__ __forceinline__ void persist_consume(const PersistRing& rg, int K, in
   }
 }
 
-// ---- packed rows: a tile of P rows over Q stages, every stage full ----------
-// 16-bit rows of K = 2048 M (M = 1 ... 8) fill a 32 KB stage (2048 16-byte
-// chunks) only when 8 is a multiple of M: Qwen3-8B's 12,288-wide down rows (M
-// = 6, 24 KB) left a quarter of every stage empty, Llama's 14,336 (M = 7) an
-// eighth, and the ring's bytes in flight shrank with them. Here the P = 8 /
-// gcd(8, M) consecutive rows of a tile (contiguous in W [rows, K]) stream
-// through Q = M / gcd(8, M) stages of 32 KB each (P M = 8 Q), one bulk copy a
-// stage: Qwen3's 4 rows over 3 stages, Llama's 8 over 7. A stage's chunk c
-// is the tile's chunk 2048 q + c, of row (2048 q + c) / 256 M; consumer
-// thread t reads chunks t + 256 i, whose x chunk is always one of its own
-// (x's chunks t + 256 jj, as K is a multiple of 256 chunks), so every index
-// is known at compile time and x stays in registers.
-template <int M>
-struct PersistPack {
-  static constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
-  static constexpr int kGcd = gcd(8, M);
-  static constexpr int P = 8 / kGcd;  // rows per tile
-  static constexpr int Q = M / kGcd;  // stages per tile
-  static_assert(M >= 1 && M <= 8 && P <= kPersistPartRows);
-};
-
-// Packed tiles of W [rows, 2048 M] (16-bit; rows % P == 0), claimed from
-// *claim; lane 0 of the producer warp.
-template <typename T, int M>
-__device__ __forceinline__ void persist_produce_packed(const PersistRing& rg,
-                                                       const T* __restrict__ W, int rows,
-                                                       int* claim, int& j) {
-  using Pk = PersistPack<M>;
-  static_assert(sizeof(T) == 2);
-  constexpr size_t kTileBytes = size_t(Pk::Q) * kPersistStageBytes;
-  const int ntiles = rows / Pk::P;
-  for (;;) {
-    const int tile = atomicAdd(claim, 1);  // in flight while we wait for the stage
-    persist_wait_empty(rg, j);
-    if (tile >= ntiles) {  // the phase is done: an empty stage says so
-      const int buf = j % kPersistStages;
-      rg.tile[buf] = -1;
-      mbar_arrive(smem_u32(&rg.full[buf]));
-      ++j;
-      return;
-    }
-    const unsigned char* src = reinterpret_cast<const unsigned char*>(W) + tile * kTileBytes;
-#pragma unroll 1
-    for (int q = 0; q < Pk::Q; ++q, ++j) {
-      const int buf = j % kPersistStages;
-      if (q > 0) persist_wait_empty(rg, j);
-      const uint32_t bar = smem_u32(&rg.full[buf]);
-      rg.tile[buf] = tile;
-      mbar_expect(bar, kPersistStageBytes);
-      bulk_g2s(smem_u32(rg.stages + size_t(buf) * kPersistStageBytes),
-               src + size_t(q) * kPersistStageBytes, kPersistStageBytes, bar);
-    }
-  }
-}
-
-// The consumers' side: y rows of W [rows, 2048 M] . x (no norm), x chunk c
-// from xfn; epi as persist_consume's with one row per group (group = row).
-template <typename T, int M, typename Epi, typename XFn>
-__device__ __forceinline__ void persist_consume_packed(const PersistRing& rg, XFn xfn,
-                                                       const Epi& epi, int& j, int& jd) {
-  using Pk = PersistPack<M>;
-  constexpr int P = Pk::P;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  float xr[M][8];
-#pragma unroll
-  for (int jj = 0; jj < M; ++jj) xfn(tid + jj * kPersistConsumers, xr[jj]);
-
-  for (;;) {
-    int buf = j % kPersistStages;
-    mbar_wait(smem_u32(&rg.full[buf]), uint32_t(j / kPersistStages) & 1u);
-    const int tile = *static_cast<volatile int*>(&rg.tile[buf]);
-    if (tile < 0) {  // end of the phase: release the stage and leave
-      __syncwarp();
-      if (lane == 0) mbar_arrive(smem_u32(&rg.empty[buf]));
-      ++j;
-      return;
-    }
-    const int p = jd % kPersistParts;
-    const bool epi_warp = warp == jd % kPersistWarps;
-    typename Epi::Pre pre{};  // the epilogue's global reads, under the dot products
-    if (epi_warp && lane < P) pre = epi.prepare(tile * P + lane);
-    float acc[P];
-#pragma unroll
-    for (int r = 0; r < P; ++r) acc[r] = 0.0f;
-#pragma unroll
-    for (int q = 0; q < Pk::Q; ++q) {
-      if (q > 0) {
-        buf = j % kPersistStages;
-        mbar_wait(smem_u32(&rg.full[buf]), uint32_t(j / kPersistStages) & 1u);
-      }
-      const unsigned char* st = rg.stages + size_t(buf) * kPersistStageBytes;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int r = (8 * q + i) / M, jj = (8 * q + i) % M;  // row, x's chunk: compile time
-        float f[8];
-        unpack8<T>(*reinterpret_cast<const uint4*>(st + (size_t(i) * kPersistConsumers + tid) * 16),
-                   f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r] += f[e] * xr[jj][e];
-      }
-      __syncwarp();  // every lane is done reading the stage
-      if (lane == 0) mbar_arrive(smem_u32(&rg.empty[buf]));
-      ++j;
-    }
-    const float v = ring_rows_sum<P>(acc, lane);  // lane l: row ring_row_of_lane<P>(l)
-    if (lane % (32 / P) == 0) rg.part[p][warp][ring_row_of_lane<P>(lane)] = v;
-    __syncwarp();  // the part writes, before lane 0's release below
-    if (lane == 0) mbar_arrive(smem_u32(&rg.done[p]));
-    if (epi_warp) {  // this tile's epilogue
-      mbar_wait(smem_u32(&rg.done[p]), uint32_t(jd / kPersistParts) & 1u);
-      if (lane < P) {
-        float sum[1] = {0.0f};
-#pragma unroll
-        for (int w = 0; w < kPersistWarps; ++w) sum[0] += rg.part[p][w][lane];
-        epi.store(tile * P + lane, sum, pre);
-      }
-    }
-    ++jd;
-  }
-}
-
 // ---- consumers: decode attention over [0, keys) ------------------------------
 // An attention unit is a kv head's query heads, or, with more than
 // kPersistMaxGroup of them (Qwen2.5-7B: 7), a near-equal share of them
@@ -817,9 +692,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
         const bool is_q = warp < G;
         const float* src = is_q ? q + (h0 + warp) * HD : qk.k_raw + kvh * HD;
         const T* w = is_q ? qk.q_norm : qk.k_norm;
-        float x[U], wn[U], ss = 0.0f;
-#pragma unroll
-        for (int u = 0; u < U; ++u) wn[u] = to_f32(w[lane + 32 * u]);  // in flight with x's
+        float x[U], ss = 0.0f;
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           x[u] = __ldcg(src + lane + 32 * u);
@@ -827,7 +700,7 @@ __device__ __forceinline__ void persist_attend(const float* q, const PersistCach
         }
         const float r = rsqrtf(warp_sum(ss) / float(HD) + qk.eps);
 #pragma unroll
-        for (int u = 0; u < U; ++u) x[u] = x[u] * r * wn[u];
+        for (int u = 0; u < U; ++u) x[u] = x[u] * r * to_f32(w[lane + 32 * u]);
 #pragma unroll
         for (int u = 0; u < U / 2; ++u)
           rope_turn(x[u], x[u + U / 2], qk.cs[lane + 32 * u], qk.cs[HD / 2 + lane + 32 * u]);
