@@ -90,51 +90,6 @@ std::vector<cublasLtMatmulAlgo_t> LtGemm::candidates(const LtShape& sh, int m, i
   return out;
 }
 
-std::vector<cublasLtMatmulAlgo_t> LtGemm::split_k_forms(const LtShape& sh, int m,
-                                                        const cublasLtMatmulAlgo_t& a,
-                                                        LtScales sc) const {
-  std::vector<cublasLtMatmulAlgo_t> out;
-  int32_t support = 0;
-  uint32_t schemes = 0;
-  size_t got = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&a, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &support,
-                                        sizeof(support), &got) != CUBLAS_STATUS_SUCCESS ||
-      !support ||
-      cublasLtMatmulAlgoCapGetAttribute(&a, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
-                                        sizeof(schemes), &got) != CUBLAS_STATUS_SUCCESS)
-    return out;
-  Descs d(sh, m, sc);
-  for (const int32_t splits : {2, 4, 8, 16}) {
-    // In place first (no partials in the workspace), then fp32 partials.
-    for (const uint32_t scheme :
-         {uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE), uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)}) {
-      if (!(schemes & scheme)) continue;
-      cublasLtMatmulAlgo_t v = a;
-      cublasLtMatmulHeuristicResult_t r{};
-      if (cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
-                                               sizeof(splits)) == CUBLAS_STATUS_SUCCESS &&
-          cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                               sizeof(scheme)) == CUBLAS_STATUS_SUCCESS &&
-          cublasLtMatmulAlgoCheck(h_, d.op_, d.w_, d.x_, d.y_, d.y_, &v, &r) ==
-              CUBLAS_STATUS_SUCCESS &&
-          r.workspaceSize <= ws_bytes_) {
-        out.push_back(v);
-        break;
-      }
-    }
-  }
-  return out;
-}
-
-int LtGemm::splits_of(const cublasLtMatmulAlgo_t& a) {
-  int32_t splits = 1;
-  size_t got = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
-                                           sizeof(splits), &got) != CUBLAS_STATUS_SUCCESS)
-    return 1;
-  return std::max(1, int(splits));
-}
-
 cublasStatus_t LtGemm::run(const LtShape& sh, int m, const cublasLtMatmulAlgo_t& algo,
                            const void* W, const void* x, void* y, cudaStream_t s,
                            LtScales sc) const {
@@ -164,13 +119,7 @@ std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k
       best_ms = median_ms([&] { baseline(m); });
       any = true;
     }
-    std::vector<cublasLtMatmulAlgo_t> cands = candidates(sh, m, k, sc);
-    if (m <= kSplitKRows) {  // few output tiles: the heuristic's picks with K split too
-      const size_t n = cands.size();
-      for (size_t i = 0; i < n; ++i)
-        for (const cublasLtMatmulAlgo_t& v : split_k_forms(sh, m, cands[i], sc)) cands.push_back(v);
-    }
-    for (const cublasLtMatmulAlgo_t& a : cands) {
+    for (const cublasLtMatmulAlgo_t& a : candidates(sh, m, k, sc)) {
       if (run(sh, m, a, W, x, y, s, sc) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up and check
       const float ms = median_ms([&] { HAYATE_CUBLAS_CHECK(run(sh, m, a, W, x, y, s, sc)); });
       if (!any || ms < best_ms) {
@@ -182,9 +131,7 @@ std::string LtGemm::tune(const LtShape& sh, const std::vector<int>& tiers, int k
     if (!any) continue;  // no algorithm for this row count: the caller's fallback runs it
     plan.tiers.push_back(m);
     plan.algos.push_back(best);
-    const int splits = best ? splits_of(*best) : 1;
-    report += cat(" ", m, ":", int(best_ms * 1000.0f), best ? "" : "ex",
-                  splits > 1 ? cat("k", splits) : std::string());
+    report += cat(" ", m, ":", int(best_ms * 1000.0f), best ? "" : "ex");
   }
   if (!plan.tiers.empty()) plans_[sh.key()] = std::move(plan);
   return report;

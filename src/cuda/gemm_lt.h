@@ -58,24 +58,11 @@ class LtGemm {
   cublasStatus_t run(const LtShape& sh, int m, const cublasLtMatmulAlgo_t& algo, const void* W,
                      const void* x, void* y, cudaStream_t s, LtScales sc = {}) const;
 
-  // Split-K forms of algo at m rows (CUBLASLT_ALGO_CONFIG_SPLITK_NUM 2, 4,
-  // 8, 16) that cuBLASLt accepts within the workspace, reducing in place or
-  // in fp32 partials. At few rows a product has few output tiles (down at 64
-  // rows: N = 4,096 in 32 tiles of 128 for 132 SMs) and its K split over
-  // more blocks fills the GPU; the heuristic's first picks do not always.
-  std::vector<cublasLtMatmulAlgo_t> split_k_forms(const LtShape& sh, int m,
-                                                  const cublasLtMatmulAlgo_t& algo,
-                                                  LtScales sc = {}) const;
-  static int splits_of(const cublasLtMatmulAlgo_t& algo);
-  static constexpr int kSplitKRows = 256;  // tune() also times split_k_forms up to here
-
   // For each tier (ascending row counts), times the first k candidates and
   // baseline(m) (the caller's fallback product, e.g. cublasGemmEx; may be
   // empty) on W, x, y (x and y hold tiers.back() rows; with accumulate, y
   // changes): median of `reps` runs after a warm one; keeps the fastest.
-  // Up to kSplitKRows rows each candidate's split_k_forms are timed too.
-  // Returns a report (" m:us" per tier, "ex" where the baseline won, "kN"
-  // where N K splits did).
+  // Returns a report (" m:us" per tier, "ex" where the baseline won).
   std::string tune(const LtShape& sh, const std::vector<int>& tiers, int k, int reps, const void* W,
                    const void* x, void* y, cudaStream_t s,
                    const std::function<void(int m)>& baseline, LtScales sc = {});
