@@ -87,72 +87,78 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
     EXPECT_EQ(codes.download(), want) << "weights, cols " << cols;
     EXPECT_EQ(scale.download(), want_s) << "weight scales, cols " << cols;
   }
-  const int n = 5;
-  for (float static_scale : {0.0f, 0.02f}) {
-    SCOPED_TRACE(::testing::Message() << "static scale " << static_scale);
-    // The attention output (T in): exact, like the weights, in each of the
-    // kernel's forms: in registers, 2 and 4 runs of 8 a thread (256, 3,584,
-    // 4,096; 6,144), and the two-pass form (100, not a multiple of 8).
-    for (int dim : {256, 100, 3584, 4096, 6144}) {
-      SCOPED_TRACE(::testing::Message() << "quantize_rows dim " << dim);
-      auto x = random_vec(size_t(n) * dim, this->rng_, -2.0f, 2.0f);
-      round_to<T>(x);
-      Dev<T> dx = dev_t<T>(x);
-      Dev<uint8_t> codes(x.size());
-      Dev<float> scale(n);
-      quantize_rows_fp8<T>(dx.get(), n, dim, static_scale, codes.get(), scale.get(), nullptr);
-      std::vector<uint8_t> want(x.size());
-      std::vector<float> want_s(n);
-      for (int r = 0; r < n; ++r)
-        want_s[size_t(r)] = fp8_quantize_row(&x[size_t(r) * dim], size_t(dim), static_scale,
-                                             &want[size_t(r) * dim]);
-      EXPECT_EQ(codes.download(), want) << "quantize_rows_fp8";
-      EXPECT_EQ(scale.download(), want_s) << "quantize_rows_fp8 scales";
-    }
-    // RMSNorm + quantization vs cpu::rmsnorm then the row quantization, in
-    // each of the kernel's forms: 4-wide with 4 and 8 runs a thread (4,096;
-    // 6,144) and scalar (130, not a multiple of 4).
-    for (int dim : {128, 130, 4096, 6144}) {
-      SCOPED_TRACE(::testing::Message() << "rmsnorm dim " << dim);
-      auto x = random_vec(size_t(n) * dim, this->rng_, -3.0f, 3.0f),
-           w = random_vec(dim, this->rng_, 0.5f, 1.5f);
-      round_to<T>(w);
-      Dev<float> dx(x);
-      Dev<T> dw = dev_t<T>(w);
-      Dev<uint8_t> codes(x.size());
-      Dev<float> scale(n);
-      rmsnorm_fp8<T>(dx.get(), dw.get(), n, dim, 1e-5f, static_scale, codes.get(), scale.get(),
-                     nullptr);
-      std::vector<float> y(x.size());
-      cpu::rmsnorm(x.data(), w.data(), y.data(), n, dim, 1e-5f);
-      std::vector<uint8_t> want(x.size());
-      std::vector<float> want_s(n);
-      for (int r = 0; r < n; ++r)
-        want_s[size_t(r)] = fp8_quantize_row(&y[size_t(r) * dim], size_t(dim), static_scale,
-                                             &want[size_t(r) * dim]);
-      expect_fp8_close(codes.download(), scale.download(), want, want_s, dim, 0.98, "rmsnorm_fp8");
-    }
-    // SiLU * mul + quantization from T gate/up rows, in each of the kernel's
-    // forms: 2, 6, 7, 8 and 12 runs of 8 a thread (384; Qwen3's 12,288;
-    // Llama's 14,336; 16,384; Qwen2.5's 18,944) and the two-pass form (100,
-    // not a multiple of 8).
-    for (int inter : {100, 384, 12288, 14336, 16384, 18944}) {
-      SCOPED_TRACE(::testing::Message() << "silu_mul inter " << inter);
-      auto gu = random_vec(size_t(n) * 2 * inter, this->rng_, -4.0f, 4.0f);
-      round_to<T>(gu);
-      Dev<T> dgu = dev_t<T>(gu);
-      Dev<uint8_t> codes(size_t(n) * inter);
-      Dev<float> scale(n);
-      silu_mul_fp8<T>(dgu.get(), n, inter, static_scale, codes.get(), scale.get(), nullptr);
-      std::vector<float> act(size_t(n) * inter);
-      cpu::silu_mul(gu.data(), act.data(), n, inter);
-      std::vector<uint8_t> want(act.size());
-      std::vector<float> want_s(n);
-      for (int r = 0; r < n; ++r)
-        want_s[size_t(r)] = fp8_quantize_row(&act[size_t(r) * inter], size_t(inter),
-                                             static_scale, &want[size_t(r) * inter]);
-      expect_fp8_close(codes.download(), scale.download(), want, want_s, inter, 0.98,
-                       "silu_mul_fp8");
+  // 5 rows: the in-register kernels' few-rows forms (512 or 1,024 threads a
+  // row); 160: their 256-thread forms.
+  for (const int n : {5, 160}) {
+    for (float static_scale : {0.0f, 0.02f}) {
+      SCOPED_TRACE(::testing::Message() << "rows " << n << ", static scale " << static_scale);
+      // The attention output (T in): exact, like the weights, in each of the
+      // kernel's forms: in registers, 2 and 4 runs of 8 a thread (256, 3,584,
+      // 4,096; 6,144; with few rows 1 run of 512 or 1,024 threads), and the
+      // two-pass form (100, not a multiple of 8).
+      for (int dim : {256, 100, 3584, 4096, 6144}) {
+        SCOPED_TRACE(::testing::Message() << "quantize_rows dim " << dim);
+        auto x = random_vec(size_t(n) * dim, this->rng_, -2.0f, 2.0f);
+        round_to<T>(x);
+        Dev<T> dx = dev_t<T>(x);
+        Dev<uint8_t> codes(x.size());
+        Dev<float> scale(n);
+        quantize_rows_fp8<T>(dx.get(), n, dim, static_scale, codes.get(), scale.get(), nullptr);
+        std::vector<uint8_t> want(x.size());
+        std::vector<float> want_s(n);
+        for (int r = 0; r < n; ++r)
+          want_s[size_t(r)] = fp8_quantize_row(&x[size_t(r) * dim], size_t(dim), static_scale,
+                                               &want[size_t(r) * dim]);
+        EXPECT_EQ(codes.download(), want) << "quantize_rows_fp8";
+        EXPECT_EQ(scale.download(), want_s) << "quantize_rows_fp8 scales";
+      }
+      // RMSNorm + quantization vs cpu::rmsnorm then the row quantization, in
+      // each of the kernel's forms: 4-wide with 4 and 8 runs a thread (4,096;
+      // 6,144) and scalar (130, not a multiple of 4).
+      for (int dim : {128, 130, 4096, 6144}) {
+        SCOPED_TRACE(::testing::Message() << "rmsnorm dim " << dim);
+        auto x = random_vec(size_t(n) * dim, this->rng_, -3.0f, 3.0f),
+             w = random_vec(dim, this->rng_, 0.5f, 1.5f);
+        round_to<T>(w);
+        Dev<float> dx(x);
+        Dev<T> dw = dev_t<T>(w);
+        Dev<uint8_t> codes(x.size());
+        Dev<float> scale(n);
+        rmsnorm_fp8<T>(dx.get(), dw.get(), n, dim, 1e-5f, static_scale, codes.get(), scale.get(),
+                       nullptr);
+        std::vector<float> y(x.size());
+        cpu::rmsnorm(x.data(), w.data(), y.data(), n, dim, 1e-5f);
+        std::vector<uint8_t> want(x.size());
+        std::vector<float> want_s(n);
+        for (int r = 0; r < n; ++r)
+          want_s[size_t(r)] = fp8_quantize_row(&y[size_t(r) * dim], size_t(dim), static_scale,
+                                               &want[size_t(r) * dim]);
+        expect_fp8_close(codes.download(), scale.download(), want, want_s, dim, 0.98,
+                         "rmsnorm_fp8");
+      }
+      // SiLU * mul + quantization from T gate/up rows, in each of the kernel's
+      // forms: 2, 6, 7, 8 and 12 runs of 8 a thread (384; Qwen3's 12,288;
+      // Llama's 14,336; 16,384; Qwen2.5's 18,944; with few rows 1, 2, 2, 2 and 3
+      // runs of 512 or 1,024 threads) and the two-pass form (100, not a
+      // multiple of 8).
+      for (int inter : {100, 384, 12288, 14336, 16384, 18944}) {
+        SCOPED_TRACE(::testing::Message() << "silu_mul inter " << inter);
+        auto gu = random_vec(size_t(n) * 2 * inter, this->rng_, -4.0f, 4.0f);
+        round_to<T>(gu);
+        Dev<T> dgu = dev_t<T>(gu);
+        Dev<uint8_t> codes(size_t(n) * inter);
+        Dev<float> scale(n);
+        silu_mul_fp8<T>(dgu.get(), n, inter, static_scale, codes.get(), scale.get(), nullptr);
+        std::vector<float> act(size_t(n) * inter);
+        cpu::silu_mul(gu.data(), act.data(), n, inter);
+        std::vector<uint8_t> want(act.size());
+        std::vector<float> want_s(n);
+        for (int r = 0; r < n; ++r)
+          want_s[size_t(r)] = fp8_quantize_row(&act[size_t(r) * inter], size_t(inter), static_scale,
+                                               &want[size_t(r) * inter]);
+        expect_fp8_close(codes.download(), scale.download(), want, want_s, inter, 0.98,
+                         "silu_mul_fp8");
+      }
     }
   }
 }

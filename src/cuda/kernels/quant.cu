@@ -75,12 +75,16 @@ quantize_rows_kernel(Src src, int cols, float static_scale, uint8_t* __restrict_
 
 // The same in registers: the row is read once, 8 values a 16-byte load
 // (Src::load8), and kept in registers between the amax and the codes, 8 codes
-// a 8-byte store (cols % 8 == 0, cols <= C 8 kQuantThreads). Up to C = 7 the
-// row fits in 80 registers a thread, three blocks an SM (ptxas, sm_90a: 79
-// at C = 7, no spill), so one block's loads overlap the others' reductions
-// and stores.
-template <int C, typename Src>
-__global__ void __launch_bounds__(kQuantThreads, C <= 7 ? 3 : 2)
+// a 8-byte store (cols % 8 == 0, cols <= C 8 kThreads). With 256 threads, up
+// to C = 7 the row fits in 80 registers a thread, three blocks an SM (ptxas,
+// sm_90a: 79 at C = 7, no spill), so one block's loads overlap the others'
+// reductions and stores. With few rows (kQuantFewRows: the decode steps of a
+// few dozen sequences) a block has its SM to itself, so a row takes 512 or
+// 1,024 threads of 1 to 3 runs each instead: 4x the warps to hide the loads'
+// latency and the SiLU's and the codes' arithmetic (64 rows of Llama's 14,336
+// took 9.9 us a launch with 256 threads on an H100, the 16-bit SiLU * mul 3).
+template <int C, int kThreads, typename Src>
+__global__ void __launch_bounds__(kThreads, kThreads > 256 ? 1 : (C <= 7 ? 3 : 2))
 quantize_rows_in_registers_kernel(Src src, int cols, float static_scale,
                                   uint8_t* __restrict__ out, float* __restrict__ scale) {
   constexpr int V = 8;
@@ -91,7 +95,7 @@ quantize_rows_in_registers_kernel(Src src, int cols, float static_scale,
   float amax = 0.0f;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
-    const int k = (c * kQuantThreads + int(threadIdx.x)) * V;
+    const int k = (c * kThreads + int(threadIdx.x)) * V;
     if (k >= cols) continue;
     src.load8(r, k, f[c]);
 #pragma unroll
@@ -100,7 +104,7 @@ quantize_rows_in_registers_kernel(Src src, int cols, float static_scale,
   const float s = static_scale != 0.0f ? static_scale : fp8_scale_for_dev(block_max(amax, red));
 #pragma unroll
   for (int c = 0; c < C; ++c) {
-    const int k = (c * kQuantThreads + int(threadIdx.x)) * V;
+    const int k = (c * kThreads + int(threadIdx.x)) * V;
     if (k >= cols) continue;
     uint2 codes{0u, 0u};
 #pragma unroll
@@ -202,26 +206,42 @@ void quantize_weight_rows(const float* w, int rows, int cols, uint8_t* out, floa
 // registers where the width allows, C = 2, 4, 6, 7, 8 or 12 runs of 8 a
 // thread (the attention output of Llama 8B, 4,096 wide, takes 2; the SiLU *
 // mul of Qwen3 8B's 12,288 6, of Llama 8B's 14,336 7, of Qwen2.5 7B's 18,944
-// 12); else the two-pass kernel.
+// 12), or, up to kQuantFewRows rows, 1 to 3 runs of 512 or 1,024 threads;
+// else the two-pass kernel.
+constexpr int kQuantFewRows = 128;
 template <typename Src>
 void quantize_rows(Src src, int rows, int cols, bool src_aligned, float static_scale,
                    uint8_t* out, float* scale, cudaStream_t s) {
   if (rows <= 0) return;
   const LaunchConfig cfg{unsigned(rows), kQuantThreads, 0, s};
   constexpr int kRun = 8 * kQuantThreads;  // elements of one 8-wide pass of the block
-  if (cols % 8 == 0 && src_aligned && aligned_to(8, out) && cols <= 12 * kRun) {
-    if (cols <= 2 * kRun)
-      launch(cfg, quantize_rows_in_registers_kernel<2, Src>, src, cols, static_scale, out, scale);
-    else if (cols <= 4 * kRun)
-      launch(cfg, quantize_rows_in_registers_kernel<4, Src>, src, cols, static_scale, out, scale);
-    else if (cols <= 6 * kRun)
-      launch(cfg, quantize_rows_in_registers_kernel<6, Src>, src, cols, static_scale, out, scale);
-    else if (cols <= 7 * kRun)
-      launch(cfg, quantize_rows_in_registers_kernel<7, Src>, src, cols, static_scale, out, scale);
-    else if (cols <= 8 * kRun)
-      launch(cfg, quantize_rows_in_registers_kernel<8, Src>, src, cols, static_scale, out, scale);
+  const bool vec = cols % 8 == 0 && src_aligned && aligned_to(8, out);
+  const auto go = [&](auto kernel, unsigned threads) {
+    launch({unsigned(rows), threads, 0, s}, kernel, src, cols, static_scale, out, scale);
+  };
+  if (vec && rows <= kQuantFewRows && cols <= 3 * 8 * 1024) {
+    if (cols <= 8 * 512)
+      go(quantize_rows_in_registers_kernel<1, 512, Src>, 512);
+    else if (cols <= 8 * 1024)
+      go(quantize_rows_in_registers_kernel<1, 1024, Src>, 1024);
+    else if (cols <= 2 * 8 * 1024)
+      go(quantize_rows_in_registers_kernel<2, 1024, Src>, 1024);
     else
-      launch(cfg, quantize_rows_in_registers_kernel<12, Src>, src, cols, static_scale, out, scale);
+      go(quantize_rows_in_registers_kernel<3, 1024, Src>, 1024);
+  } else if (vec && cols <= 12 * kRun) {
+    constexpr int N = kQuantThreads;
+    if (cols <= 2 * kRun)
+      go(quantize_rows_in_registers_kernel<2, N, Src>, N);
+    else if (cols <= 4 * kRun)
+      go(quantize_rows_in_registers_kernel<4, N, Src>, N);
+    else if (cols <= 6 * kRun)
+      go(quantize_rows_in_registers_kernel<6, N, Src>, N);
+    else if (cols <= 7 * kRun)
+      go(quantize_rows_in_registers_kernel<7, N, Src>, N);
+    else if (cols <= 8 * kRun)
+      go(quantize_rows_in_registers_kernel<8, N, Src>, N);
+    else
+      go(quantize_rows_in_registers_kernel<12, N, Src>, N);
   } else {
     launch(cfg, quantize_rows_kernel<Src>, src, cols, static_scale, out, scale);
   }
