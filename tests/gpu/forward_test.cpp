@@ -330,6 +330,56 @@ TEST(ForwardFullShapes, PersistentMatchesGemvOn8bClassDummies) {
   }
 }
 
+// Qwen3-8B's q/k norms at a context where each attention item of the
+// persistent kernel spans two 64-key tiles (1,101 keys over 16 splits of 69
+// on 132 SMs and more), so the item holding the step's k row finds it in its
+// second tile, loaded from the pool after its own append (persist_attend),
+// and 16 splits are combined: against the batched GEMVs, fp16, 4 decode
+// steps after a 1,100-token prompt fed in chunks of 64. Bounds as above.
+TEST(ForwardFullShapes, Qwen3PersistentAtLongContextMatchesGemv) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  constexpr int kPrompt = 1100, kChunk = 64, kSteps = 4, kCtx = 1152;
+  const Model m = load_model("dummy:qwen3-8b", 5, HAYATE_ASSETS_DIR);
+  const size_t V = size_t(m.config.vocab_size);
+  std::vector<int32_t> prompt(kPrompt);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(300 + 577 * i % 30000);
+  std::vector<int32_t> path;  // the GEMVs' greedy picks
+  const auto run = [&](DecodeMatmul how) {
+    BatchBackendOptions o;
+    o.max_model_len = kCtx;
+    o.num_blocks = kCtx / 16;
+    o.max_num_seqs = 1;
+    o.max_logit_rows = kChunk;
+    o.max_num_batched_tokens = kChunk;
+    o.dtype = DType::F16;
+    auto b = hayate::test::own(make_cuda_batch_backend(m, o, how));
+    std::vector<std::vector<float>> out(1, std::vector<float>(V));
+    for (int p = 0; p < kPrompt; p += kChunk)
+      b->forward(std::span(prompt).subspan(size_t(p), size_t(std::min(kChunk, kPrompt - p))), p,
+                 out[0]);
+    for (int s = 0; s < kSteps; ++s) {
+      if (how == DecodeMatmul::kGemv) path.push_back(argmax(out.back()));
+      out.emplace_back(V);
+      b->forward(std::span(&path[size_t(s)], 1), kPrompt + s, out.back());
+    }
+    return out;
+  };
+  const std::vector<std::vector<float>> ref = run(DecodeMatmul::kGemv);
+  const std::vector<std::vector<float>> got = run(DecodeMatmul::kPersistent);
+  double worst = 0;
+  int top1 = 0;
+  for (int s = 1; s <= kSteps; ++s) {
+    const double e = rel_err(got[size_t(s)], ref[size_t(s)]);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, 2e-2) << "decode step " << s;
+    top1 += argmax(got[size_t(s)]) == argmax(ref[size_t(s)]);
+  }
+  std::printf("dummy:qwen3-8b at %d keys: persistent vs GEMVs, %d decode steps: worst logits rel "
+              "err %.3e, top-1 %d/%d\n",
+              kPrompt + 1, kSteps, worst, top1, kSteps);
+  EXPECT_GE(top1, kSteps * 3 / 4);
+}
+
 // The persistent kernel's start-up trial refused (as under MPS SM limits;
 // HAYATE_BATCH_PERSISTENT=refuse-trial asks for a grid that cannot be
 // resident): bucket 1 falls back to the batched GEMV graph, bit for bit.
