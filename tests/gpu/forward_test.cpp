@@ -271,96 +271,37 @@ TEST_P(ForwardTest, Qwen25ShapesDecodeMatchesCpu) {
   }
 }
 
-// The persistent kernel on the full shapes of the 8B-class families, which
-// the tiny models do not reach (tens of tiles per block and phase, so every
-// stage of the ring is reused with both parities; Llama's 14,336-wide down
-// rows, one per stage; Qwen3-8B's 12,288-wide ones and its q/k norms;
-// Qwen2.5-7B's 18,944-wide rows over two stages and its biases), fp16, against the
-// batched GEMVs: a 40-token prompt, then 24 decode steps teacher-forced along
-// the GEMVs' greedy path. Both read the same fp16 weights and sum in fp32, in
-// different orders and with activations rounded in different places, so
-// their logits differ by ~1e-3 of a row; a wrong row, stage or tile mapping
-// is off by whole logits. The worst error and the top-1 agreement are printed.
-TEST(ForwardFullShapes, PersistentMatchesGemvOn8bClassDummies) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  constexpr int kCtx = 128, kPrompt = 40, kSteps = 24;
-  for (const char* name : {"dummy:llama-3.1-8b", "dummy:qwen3-8b", "dummy:qwen2.5-7b"}) {
-    SCOPED_TRACE(name);
-    const Model m = load_model(name, 5, HAYATE_ASSETS_DIR);
-    const ModelConfig& c = m.config;
-    ASSERT_TRUE(persistent_decode_supported(c.hidden_size, c.intermediate_size, c.vocab_size,
-                                            c.num_heads, c.num_kv_heads, c.head_dim, c.qk_norm));
-    const size_t V = size_t(c.vocab_size);
-    std::vector<int32_t> prompt(kPrompt);
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(300 + 577 * i % 30000);
-    // logits after the prompt and after each step; path: the GEMVs' greedy picks.
-    std::vector<int32_t> path;
-    const auto run = [&](DecodeMatmul how) {
-      BatchBackendOptions o;
-      o.max_model_len = kCtx;
-      o.num_blocks = kCtx / 16;
-      o.max_num_seqs = 1;
-      o.max_logit_rows = kPrompt;  // the prompt's forward returns a row per token
-      o.max_num_batched_tokens = kPrompt;
-      o.dtype = DType::F16;
-      auto b = hayate::test::own(make_cuda_batch_backend(m, o, how));
-      std::vector<std::vector<float>> out(1, std::vector<float>(V));
-      b->forward(prompt, 0, out[0]);
-      for (int s = 0; s < kSteps; ++s) {
-        if (how == DecodeMatmul::kGemv) path.push_back(argmax(out.back()));
-        out.emplace_back(V);
-        b->forward(std::span(&path[size_t(s)], 1), kPrompt + s, out.back());
-      }
-      return out;
-    };
-    const std::vector<std::vector<float>> ref = run(DecodeMatmul::kGemv);
-    const std::vector<std::vector<float>> got = run(DecodeMatmul::kPersistent);
-    double worst = 0;
-    int top1 = 0;
-    for (int s = 1; s <= kSteps; ++s) {  // out[0]: the prompt's, the same GEMM path for both
-      const double e = rel_err(got[size_t(s)], ref[size_t(s)]);
-      worst = std::max(worst, e);
-      EXPECT_LE(e, 2e-2) << "decode step " << s;
-      top1 += argmax(got[size_t(s)]) == argmax(ref[size_t(s)]);
-    }
-    std::printf(
-        "%s: persistent vs GEMVs, %d decode steps: worst logits rel err %.3e, top-1 %d/%d\n", name,
-        kSteps, worst, top1, kSteps);
-    EXPECT_GE(top1, kSteps * 3 / 4);
-  }
-}
-
-// Qwen3-8B's q/k norms at a context where each attention item of the
-// persistent kernel spans two 64-key tiles (1,101 keys over 16 splits of 69
-// on 132 SMs and more), so the item holding the step's k row finds it in its
-// second tile, loaded from the pool after its own append (persist_attend),
-// and 16 splits are combined: against the batched GEMVs, fp16, 4 decode
-// steps after a 1,100-token prompt fed in chunks of 64. Bounds as above.
-TEST(ForwardFullShapes, Qwen3PersistentAtLongContextMatchesGemv) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
-  constexpr int kPrompt = 1100, kChunk = 64, kSteps = 4, kCtx = 1152;
-  const Model m = load_model("dummy:qwen3-8b", 5, HAYATE_ASSETS_DIR);
+// Bucket 1's persistent kernel against the batched GEMVs on model m, fp16: a
+// prompt of `prompt_len` tokens fed in chunks of `chunk`, then `steps` decode
+// steps teacher-forced along the GEMVs' greedy path. Both read the same fp16
+// weights and sum in fp32, in different orders and with activations rounded
+// in different places, so their logits differ by ~1e-3 of a row; a wrong
+// row, stage, tile or key mapping is off by whole logits. The worst error
+// and the top-1 agreement are printed after `label`.
+void expect_persistent_matches_gemv(const Model& m, const char* label, int prompt_len, int chunk,
+                                    int steps, int ctx) {
   const size_t V = size_t(m.config.vocab_size);
-  std::vector<int32_t> prompt(kPrompt);
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(300 + 577 * i % 30000);
-  std::vector<int32_t> path;  // the GEMVs' greedy picks
+  // logits after the prompt and after each step; path: the GEMVs' greedy picks.
+  std::vector<int32_t> path;
   const auto run = [&](DecodeMatmul how) {
     BatchBackendOptions o;
-    o.max_model_len = kCtx;
-    o.num_blocks = kCtx / 16;
+    o.max_model_len = ctx;
+    o.num_blocks = ctx / 16;
     o.max_num_seqs = 1;
-    o.max_logit_rows = kChunk;
-    o.max_num_batched_tokens = kChunk;
+    o.max_logit_rows = chunk;  // a prompt chunk's forward returns a row per token
+    o.max_num_batched_tokens = chunk;
     o.dtype = DType::F16;
     auto b = hayate::test::own(make_cuda_batch_backend(m, o, how));
     std::vector<std::vector<float>> out(1, std::vector<float>(V));
-    for (int p = 0; p < kPrompt; p += kChunk)
-      b->forward(std::span(prompt).subspan(size_t(p), size_t(std::min(kChunk, kPrompt - p))), p,
+    for (int p = 0; p < prompt_len; p += chunk)
+      b->forward(std::span(prompt).subspan(size_t(p), size_t(std::min(chunk, prompt_len - p))), p,
                  out[0]);
-    for (int s = 0; s < kSteps; ++s) {
+    for (int s = 0; s < steps; ++s) {
       if (how == DecodeMatmul::kGemv) path.push_back(argmax(out.back()));
       out.emplace_back(V);
-      b->forward(std::span(&path[size_t(s)], 1), kPrompt + s, out.back());
+      b->forward(std::span(&path[size_t(s)], 1), prompt_len + s, out.back());
     }
     return out;
   };
@@ -368,16 +309,45 @@ TEST(ForwardFullShapes, Qwen3PersistentAtLongContextMatchesGemv) {
   const std::vector<std::vector<float>> got = run(DecodeMatmul::kPersistent);
   double worst = 0;
   int top1 = 0;
-  for (int s = 1; s <= kSteps; ++s) {
+  for (int s = 1; s <= steps; ++s) {  // out[0]: the prompt's, the same GEMM path for both
     const double e = rel_err(got[size_t(s)], ref[size_t(s)]);
     worst = std::max(worst, e);
     EXPECT_LE(e, 2e-2) << "decode step " << s;
     top1 += argmax(got[size_t(s)]) == argmax(ref[size_t(s)]);
   }
-  std::printf("dummy:qwen3-8b at %d keys: persistent vs GEMVs, %d decode steps: worst logits rel "
-              "err %.3e, top-1 %d/%d\n",
-              kPrompt + 1, kSteps, worst, top1, kSteps);
-  EXPECT_GE(top1, kSteps * 3 / 4);
+  std::printf("%s: persistent vs GEMVs, %d decode steps: worst logits rel err %.3e, top-1 %d/%d\n",
+              label, steps, worst, top1, steps);
+  EXPECT_GE(top1, steps * 3 / 4);
+}
+
+// The persistent kernel on the full shapes of the 8B-class families, which
+// the tiny models do not reach (tens of tiles per block and phase, so every
+// stage of the ring is reused with both parities; Llama's 14,336-wide down
+// rows, one per stage; Qwen3-8B's 12,288-wide ones and its q/k norms;
+// Qwen2.5-7B's 18,944-wide rows over two stages and its biases): a 40-token
+// prompt, then 24 decode steps.
+TEST(ForwardFullShapes, PersistentMatchesGemvOn8bClassDummies) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  for (const char* name : {"dummy:llama-3.1-8b", "dummy:qwen3-8b", "dummy:qwen2.5-7b"}) {
+    SCOPED_TRACE(name);
+    const Model m = load_model(name, 5, HAYATE_ASSETS_DIR);
+    const ModelConfig& c = m.config;
+    ASSERT_TRUE(persistent_decode_supported(c.hidden_size, c.intermediate_size, c.vocab_size,
+                                            c.num_heads, c.num_kv_heads, c.head_dim, c.qk_norm));
+    expect_persistent_matches_gemv(m, name, 40, 40, 24, 128);
+  }
+}
+
+// Qwen3-8B's q/k norms at a context where each attention item of the
+// persistent kernel spans two 64-key tiles (1,101 keys over 16 splits of 69
+// on 132 SMs and more), so the item holding the step's k row finds it in its
+// second tile, loaded from the pool after its own append (persist_attend),
+// and 16 splits are combined: 4 decode steps after a 1,100-token prompt fed
+// in chunks of 64.
+TEST(ForwardFullShapes, Qwen3PersistentAtLongContextMatchesGemv) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const Model m = load_model("dummy:qwen3-8b", 5, HAYATE_ASSETS_DIR);
+  expect_persistent_matches_gemv(m, "dummy:qwen3-8b at 1,101 keys", 1100, 64, 4, 1152);
 }
 
 // The persistent kernel's start-up trial refused (as under MPS SM limits;
