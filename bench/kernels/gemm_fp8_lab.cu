@@ -4,7 +4,8 @@
 //   lt     cuBLASLt, outer-vector scales, the fastest of the heuristic's first
 //          8 algorithms (LtGemm::tune), as the backend runs it
 //   hand   gemm_fp8_small (src/cuda/kernels/gemm_fp8_small.cu), every tile of
-//          kTiles (rows per warp x K groups x row warps)
+//          kTiles (rows per warp x K groups x row warps; wgN: the wgmma
+//          kernel, gemm_fp8_wgmma.cu, K over N blocks)
 // against the byte floor (N K bytes over the read probe). Weights rotate over
 // copies totalling >= 256 MB so that no product reads them from L2 (a step's
 // layers have distinct weights). Each variant is checked on 256 sampled
@@ -32,11 +33,13 @@ namespace {
 using T = half;
 constexpr int kReps = 20, kChecks = 256;
 constexpr size_t kRotateBytes = size_t(256) << 20;
-// {weight rows per warp, K groups, row warps sharing staged activations}.
+// {weight rows per warp, K groups, row warps sharing staged activations} of the
+// mma.sync kernel, then the wgmma kernel's K splits {0, 0, 0, blocks}.
 constexpr Fp8SmallTile kTiles[] = {{16, 2, 1}, {16, 4, 1}, {16, 8, 1}, {32, 2, 1}, {32, 4, 1},
                                    {32, 8, 1}, {64, 2, 1}, {64, 4, 1}, {64, 8, 1}, {16, 2, 2},
                                    {16, 4, 2}, {32, 2, 2}, {32, 4, 2}, {16, 2, 4}, {32, 2, 4},
-                                   {16, 1, 4}, {32, 1, 4}, {16, 1, 8}, {32, 1, 8}};
+                                   {16, 1, 4}, {32, 1, 4}, {16, 1, 8}, {32, 1, 8},
+                                   {0, 0, 0, 1}, {0, 0, 0, 2}, {0, 0, 0, 4}, {0, 0, 0, 8}};
 
 struct Shape {
   const char* name;
@@ -131,17 +134,22 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
       run_hand(0);
       const double err = check(wc, ws, xc, xs, m, N, K, dy);
       char buf[64];
-      std::snprintf(buf, sizeof buf, " %dx%dx%d:%.1f%s", tile.rows, tile.k_warps, tile.row_warps,
-                    us, err > 2e-3 ? "(WRONG)" : "");
+      if (tile.k_blocks > 0)
+        std::snprintf(buf, sizeof buf, " wg%d:%.1f%s", tile.k_blocks, us,
+                      err > 2e-3 ? "(WRONG)" : "");
+      else
+        std::snprintf(buf, sizeof buf, " %dx%dx%d:%.1f%s", tile.rows, tile.k_warps,
+                      tile.row_warps, us, err > 2e-3 ? "(WRONG)" : "");
       tiles += buf;
       if (best_us == 0 || us < best_us) best_us = us, best = tile, best_err = err;
     }
     if (best_us > 0)
       std::printf(
           "%-8s m %3d  floor %6.1f us  lt %6.1f us (%3.0f %%)  hand %6.1f us (%3.0f %% of probe, "
-          "%dx%dx%d)  lt/hand %.2fx  err hand %.1e lt %.1e\n",
+          "%dx%dx%d wg%d)  lt/hand %.2fx  err hand %.1e lt %.1e\n",
           sh.name, m, floor_us, lt_us, 100 * floor_us / lt_us, best_us, 100 * floor_us / best_us,
-          best.rows, best.k_warps, best.row_warps, lt_us / best_us, best_err, lt_err);
+          best.rows, best.k_warps, best.row_warps, best.k_blocks, lt_us / best_us, best_err,
+          lt_err);
     else
       std::printf(
           "%-8s m %3d  floor %6.1f us  lt %6.1f us (%3.0f %%)  hand: unsupported  err lt %.1e\n",

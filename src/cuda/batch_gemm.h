@@ -219,11 +219,13 @@ class BatchGemm {
   // "lt" for the tile where cuBLASLt won.
   std::string tune_small(const char* name, const LtShape& sh, const std::vector<Fp8Linear>& Ws,
                          const TuneBuffers& b, int max_tokens, void* y) {
-    // {rows per warp, K groups, row warps}: the lab's set (gemm_fp8_lab).
+    // {rows per warp, K groups, row warps} of the mma.sync kernel, then the
+    // wgmma kernel's K splits {.., k_blocks}: the lab's set (gemm_fp8_lab).
     static constexpr Fp8SmallTile kTiles[] = {
-        {16, 2, 1}, {16, 4, 1}, {16, 8, 1}, {32, 2, 1}, {32, 4, 1}, {32, 8, 1}, {64, 2, 1},
-        {64, 4, 1}, {64, 8, 1}, {16, 2, 2}, {16, 4, 2}, {32, 2, 2}, {32, 4, 2}, {16, 2, 4},
-        {32, 2, 4}};
+        {16, 2, 1},    {16, 4, 1},    {16, 8, 1},    {32, 2, 1},    {32, 4, 1},
+        {32, 8, 1},    {64, 2, 1},    {64, 4, 1},    {64, 8, 1},    {16, 2, 2},
+        {16, 4, 2},    {32, 2, 2},    {32, 4, 2},    {16, 2, 4},    {32, 2, 4},
+        {0, 0, 0, 1},  {0, 0, 0, 2},  {0, 0, 0, 4},  {0, 0, 0, 8}};
     constexpr int kReps = 3;
     const int N = sh.N, K = sh.K;
     const float nl = float(Ws.size());
@@ -256,8 +258,9 @@ class BatchGemm {
       }
       const auto& p = picks[size_t(c)];
       r += cat(" ", m, ":", int(best_ms / nl * 1000.0f), "/", int(lt_ms / nl * 1000.0f),
-               p ? cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")")
-                 : std::string("(lt)"));
+               !p              ? std::string("(lt)")
+               : p->k_blocks > 0 ? cat("(wg", p->k_blocks, ")")
+                                 : cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")"));
     }
     small_[sh.key()] = picks;
     return r;

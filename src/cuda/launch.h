@@ -59,6 +59,9 @@ struct LaunchConfig {
   // the persistent decode kernel need it); the runtime refuses a grid that
   // cannot be.
   bool cooperative = false;
+  // Thread-block clusters of this many blocks along x (sm_90; 1: none): the
+  // grid's x a multiple of it.
+  unsigned cluster = 1;
 };
 
 // try_launch(cfg, kernel, args...): the only place with a kernel launch.
@@ -73,7 +76,7 @@ cudaError_t try_launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&
   c.blockDim = cfg.block;
   c.dynamicSmemBytes = cfg.smem;
   c.stream = cfg.stream;
-  cudaLaunchAttribute attr[2];
+  cudaLaunchAttribute attr[3];
   unsigned n = 0;
   if (cfg.pdl) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -82,6 +85,10 @@ cudaError_t try_launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&
   if (cfg.cooperative) {
     attr[n].id = cudaLaunchAttributeCooperative;
     attr[n++].val.cooperative = 1;
+  }
+  if (cfg.cluster > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n++].val.clusterDim = {cfg.cluster, 1, 1};
   }
   c.attrs = n > 0 ? attr : nullptr;
   c.numAttrs = n;

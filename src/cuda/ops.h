@@ -197,20 +197,30 @@ void rmsnorm_fp8(const float* x, const T* w, int n, int dim, float eps, float st
 // y [m, N] (E: float, half or bf16) = x_scale[i] w_scale[n] sum_k xq[i, k]
 // W[n, k] (+ y when accumulate), W [N, K] and xq [m, K] e4m3 codes (16-byte
 // aligned), scales fp32 [N] and [m]: BatchGemm::fp8's product, for m <=
-// kFp8SmallMaxRows. A block per rows * row_warps weight rows, its k_warps groups split K;
-// the backend times the tiles against cuBLASLt at start-up (batch_gemm.h).
+// kFp8SmallMaxRows. Two kernels: mma.sync on codes widened to f16 (a block per
+// rows * row_warps weight rows, its k_warps groups split K), and, where k_blocks > 0,
+// wgmma on the codes (gemm_fp8_wgmma.cu: 128 weight rows per block, a cluster of
+// k_blocks blocks splitting K; the other fields unused). The backend times the tiles
+// against cuBLASLt at start-up (batch_gemm.h).
 constexpr int kFp8SmallMaxRows = 64;
 struct Fp8SmallTile {
   int rows = 32;      // weight rows per warp: 16, 32 (m <= 64) or 64 (m <= 32, row_warps 1)
   int k_warps = 8;    // K groups per block, each a K / k_warps slice: 1, 2, 4 or 8
   int row_warps = 1;  // warps per K group side by side over rows, sharing the group's staged
                       // activations: 1, 2 or 4 (2, 4: m > 8); k_warps * row_warps <= 8
+  int k_blocks = 0;   // > 0: the wgmma kernel, K split over 1, 2, 4 or 8 blocks (K % 128 k_blocks)
 };
 bool gemm_fp8_small_supported(int m, int N, int K, Fp8SmallTile tile);
 template <typename E>
 void gemm_fp8_small(const uint8_t* W, const float* w_scale, const uint8_t* xq,
                     const float* x_scale, int m, int N, int K, E* y, bool accumulate,
                     Fp8SmallTile tile, cudaStream_t s);
+// The wgmma kernel alone (gemm_fp8_small with a k_blocks tile calls it).
+bool gemm_fp8_wgmma_supported(int m, int N, int K, int k_blocks);
+template <typename E>
+void gemm_fp8_wgmma(const uint8_t* W, const float* w_scale, const uint8_t* xq,
+                    const float* x_scale, int m, int N, int K, E* y, bool accumulate,
+                    int k_blocks, cudaStream_t s);
 
 // ---- sampling.cu -------------------------------------------------------------
 // Picks the next token from logits [vocab] and writes it to *token_out:

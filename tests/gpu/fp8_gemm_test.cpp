@@ -1,8 +1,9 @@
-// The hand FP8 GEMM at few rows (gemm_fp8_small) against its CPU twin: the
-// same e4m3 codes summed in double and scaled per token and per weight row,
-// every tile, fp32 output added into y (o_proj / down) and T output written
-// (QKV, gate/up) or added; poisoned outputs, fresh random codes and scales,
-// row counts 1, 3, 16, 17, 64 and N that no tile divides.
+// The hand FP8 GEMMs at few rows (gemm_fp8_small: mma.sync and wgmma) against
+// their CPU twin: the same e4m3 codes summed in double and scaled per token and
+// per weight row, every tile and K split, fp32 output added into y (o_proj /
+// down) and T output written (QKV, gate/up) or added; poisoned outputs, fresh
+// random codes and scales, row counts 1, 3, 16, 17, 64 and N that no tile
+// divides.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,9 +30,10 @@ std::vector<uint8_t> random_codes(size_t n, std::mt19937_64& rng) {
   return c;
 }
 
-// Bound: 1e-3 of the largest output. The kernel adds the exact products of
-// 64 k in the tensor core's accumulator (narrower than fp32 on Hopper),
-// starting from zero, then into fp32 registers; the measured worst is printed
+// Bound: 1e-3 of the largest output. The kernels add the exact products of
+// 64 k (mma.sync) or 128 k (wgmma) in the tensor core's accumulator (narrower
+// than fp32 on Hopper), starting from zero, then into fp32 registers; the
+// measured worst of each kernel is printed
 // ("fp8 small gemm: worst ...") and stays far below cuBLASLt's 2e-3 bound
 // (fp8_test.cpp) on the same kind of data. T outputs add T's rounding: half
 // 2^-11, bf16 2^-8 of the value.
@@ -40,7 +42,7 @@ TYPED_TEST(Fp8SmallGemmTest, MatchesDoubleSumOfTheCodes) {
   SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
   const cudaStream_t s = nullptr;
   const float rtol_t = std::is_same_v<T, half> ? 1e-3f : 8e-3f;
-  double worst = 0;
+  double worst[2] = {};  // mma.sync, wgmma
   struct Case {
     int N, K;
   };
@@ -65,45 +67,54 @@ TYPED_TEST(Fp8SmallGemmTest, MatchesDoubleSumOfTheCodes) {
         }
       Dev<uint8_t> dx(xc), dw(wc);
       Dev<float> dxs(xs), dws(ws);
-      int ran = 0;
+      std::vector<Fp8SmallTile> tiles;  // the mma.sync kernel's, then the wgmma kernel's
       for (int rows : {16, 32, 64})
         for (int kw : {1, 2, 4, 8})
-          for (int nr : {1, 2, 4}) {
-            const Fp8SmallTile tile{rows, kw, nr};
-            if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
-            SCOPED_TRACE(::testing::Message() << "tile " << rows << " x " << kw << " x " << nr);
-            ++ran;
-            // fp32 y += product (o_proj, down).
-            Dev<float> yf(y0);
-            gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yf.get(), true, tile,
-                           s);
-            // T y = product, into poison (QKV, gate/up); and T y += product.
-            Dev<T> yt(size_t(m) * N);
-            gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yt.get(), false, tile,
-                           s);
-            std::vector<float> y0t = y0;
-            round_to<T>(y0t);
-            Dev<T> yta = dev_t<T>(y0t);
-            gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yta.get(), true, tile,
-                           s);
-            const std::vector<float> got = yf.download(), got_t = download_f(yt),
-                                     got_ta = download_f(yta);
-            std::vector<float> want(ref.size()), want_acc(ref.size()), want_acc_t(ref.size());
-            for (size_t i = 0; i < ref.size(); ++i) {
-              want[i] = float(ref[i]);
-              want_acc[i] = float(ref[i] + y0[i]);
-              want_acc_t[i] = float(ref[i] + y0t[i]);
-              worst = std::max(worst, std::fabs(got[i] - (ref[i] + y0[i])) / scale);
-            }
-            expect_close(got, want_acc, float(1e-3 * scale), 1e-5f, "fp32 +=");
-            expect_close(got_t, want, float(1e-3 * scale), rtol_t, "T out");
-            expect_close(got_ta, want_acc_t, float(1e-3 * scale), rtol_t, "T +=");
-          }
+          for (int nr : {1, 2, 4}) tiles.push_back({rows, kw, nr});
+      for (int kb : {1, 2, 4, 8}) tiles.push_back({0, 0, 0, kb});
+      int ran = 0, ran_wgmma = 0;
+      for (const Fp8SmallTile tile : tiles) {
+        if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
+        SCOPED_TRACE(::testing::Message() << "tile " << tile.rows << " x " << tile.k_warps
+                                          << " x " << tile.row_warps << ", k blocks "
+                                          << tile.k_blocks);
+        ran_wgmma += tile.k_blocks > 0;
+        ++ran;
+        // fp32 y += product (o_proj, down).
+        Dev<float> yf(y0);
+        gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yf.get(), true, tile,
+                       s);
+        // T y = product, into poison (QKV, gate/up); and T y += product.
+        Dev<T> yt(size_t(m) * N);
+        gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yt.get(), false, tile,
+                       s);
+        std::vector<float> y0t = y0;
+        round_to<T>(y0t);
+        Dev<T> yta = dev_t<T>(y0t);
+        gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, yta.get(), true, tile,
+                       s);
+        const std::vector<float> got = yf.download(), got_t = download_f(yt),
+                                 got_ta = download_f(yta);
+        std::vector<float> want(ref.size()), want_acc(ref.size()), want_acc_t(ref.size());
+        for (size_t i = 0; i < ref.size(); ++i) {
+          want[i] = float(ref[i]);
+          want_acc[i] = float(ref[i] + y0[i]);
+          want_acc_t[i] = float(ref[i] + y0t[i]);
+          double& w = worst[tile.k_blocks > 0];
+          w = std::max(w, std::fabs(got[i] - (ref[i] + y0[i])) / scale);
+        }
+        expect_close(got, want_acc, float(1e-3 * scale), 1e-5f, "fp32 +=");
+        expect_close(got_t, want, float(1e-3 * scale), rtol_t, "T out");
+        expect_close(got_ta, want_acc_t, float(1e-3 * scale), rtol_t, "T +=");
+      }
       EXPECT_GT(ran, 0) << "no tile supports this shape";
+      EXPECT_GT(ran_wgmma, 0) << "no wgmma split supports this shape";
     }
   }
-  std::printf("fp8 small gemm: worst |fp32 out - double ref| = %.2e of the largest output\n",
-              worst);
+  std::printf(
+      "fp8 small gemm: worst |fp32 out - double ref| = %.2e (mma.sync), %.2e (wgmma) of the "
+      "largest output\n",
+      worst[0], worst[1]);
 }
 
 TEST(Fp8SmallGemm, RefusesWhatItDoesNotSupport) {
@@ -118,9 +129,17 @@ TEST(Fp8SmallGemm, RefusesWhatItDoesNotSupport) {
   EXPECT_TRUE(gemm_fp8_small_supported(9, 4096, 4096, {32, 2, 2}));
   EXPECT_FALSE(gemm_fp8_small_supported(16, 4096, 4096, {32, 4, 4}));  // 16 warps
   EXPECT_FALSE(gemm_fp8_small_supported(16, 4096, 4096, {64, 2, 2}));  // 64 rows: 1 row warp
+  EXPECT_TRUE(gemm_fp8_small_supported(64, 4096, 14336, {0, 0, 0, 8}));  // wgmma, 8 blocks
+  EXPECT_FALSE(gemm_fp8_small_supported(65, 4096, 4096, {0, 0, 0, 1}));
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 1536, {0, 0, 0, 8}));  // K not 128 per block
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {0, 0, 0, 3}));
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {0, 0, 0, 16}));
   // The launcher refuses before touching the GPU.
   EXPECT_THROW(gemm_fp8_small<float>(nullptr, nullptr, nullptr, nullptr, 65, 4096, 4096, nullptr,
                                      false, tile, nullptr),
+               Error);
+  EXPECT_THROW(gemm_fp8_small<float>(nullptr, nullptr, nullptr, nullptr, 8, 4096, 1536, nullptr,
+                                     false, {0, 0, 0, 8}, nullptr),
                Error);
 }
 
