@@ -18,15 +18,19 @@
 // (16-byte piece c of row r at piece c ^ (r % 8)); the chunk's 8 wgmma
 // (2 tiles x 4 k32) start from zero and the result is added into fp32
 // registers, so the tensor core's accumulator (narrower than fp32) sums
-// 128 products at a time. After the loop each block's partial tile goes to
-// its shared memory, and block r of the cluster sums rows r 128 / S.. of
-// all S tiles in rank order (deterministic), scales, rounds to E once, and
-// adds into y where asked.
+// 128 products at a time. With one block per rows, each thread then scales
+// and stores its fragment's sums (loading all the y values it adds to first,
+// so their latencies overlap). With S > 1 each block puts its sums in its
+// shared memory in fragment order, and block r of the cluster adds the S
+// blocks' registers r NT / S .. of every thread in rank order
+// (deterministic) and stores them.
 //
 // D fragments (PTX ISA, wgmma .m64nNk32 f32): warp w of the warpgroup holds
 // rows 16 w + g and 16 w + g + 8 (lane = 4 g + t); register 4 j + e holds
 // row 16 w + g + 8 (e >> 1), column 8 j + 2 t + (e & 1).
 #include <cooperative_groups.h>
+
+#include <type_traits>
 
 #include "core/check.h"
 #include "cuda/kernels/common.cuh"
@@ -45,13 +49,9 @@ constexpr int kWgStages = 4;   // ring stages; kWgStages - 1 chunks in flight
 
 // Shared memory: the ring (stages of [128 weight rows][128 B] then [NT
 // tokens][128 B], each 1,024-byte aligned), reused after the loop for the
-// partial tile [128][NT + 1] fp32; 1 KB of slack to align the base.
+// block's partial sums ([NT][128] fp32, smaller); 1 KB of slack to align the base.
 constexpr size_t wgmma_stage_bytes(int nt) { return size_t(kWgRows + nt) * kWgChunk; }
-constexpr size_t wgmma_smem(int nt) {
-  const size_t ring = kWgStages * wgmma_stage_bytes(nt);
-  const size_t part = size_t(kWgRows) * (nt + 1) * sizeof(float);
-  return (ring > part ? ring : part) + 1024;
-}
+constexpr size_t wgmma_smem(int nt) { return kWgStages * wgmma_stage_bytes(nt) + 1024; }
 
 // A K-major operand in shared memory, 128-byte swizzle: rows of 128 bytes,
 // 8-row groups 1,024 bytes apart (the stride byte offset; the leading one is
@@ -154,7 +154,6 @@ __global__ void __launch_bounds__(128)
                           int K, E* __restrict__ y, int accumulate) {
   namespace cg = cooperative_groups;
   constexpr int kPieces = (kWgRows + NT) * (kWgChunk / 16);  // 16-byte copies per stage
-  constexpr int LD = NT + 1;                                 // padded row of the partial tile
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -216,31 +215,66 @@ __global__ void __launch_bounds__(128)
       }
   }
   cp_async_wait<0>();
-  __syncthreads();  // every warp is done with the ring before the tile overwrites it
 
-  float* part = reinterpret_cast<float*>(smem);  // [128][LD]
+  // Register f of a thread's fragment (f = mt NT / 2 + r, over both tiles):
+  // its weight row and token.
+  const auto row_of = [&](int f) {
+    const int r = f % (NT / 2);
+    return n0 + 64 * (f / (NT / 2)) + 16 * w + g + 8 * ((r & 3) >> 1);
+  };
+  const auto tok_of = [&](int f) {
+    const int r = f % (NT / 2);
+    return 8 * (r >> 2) + 2 * t + (r & 1);
+  };
+  // Scales and stores the sums v of registers f0 .. f0 + F - 1: y's old
+  // values are all loaded first (the stores could alias them as far as the
+  // compiler knows), so their latencies overlap.
+  const auto finish = [&](auto count, int f0, float(&v)[decltype(count)::value]) {
+    constexpr int F = decltype(count)::value;
+    float old[F];
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int r = 0; r < NT / 2; ++r) {
-      const int row = 64 * mt + 16 * w + g + 8 * ((r & 3) >> 1), col = 8 * (r >> 2) + 2 * t + (r & 1);
-      part[row * LD + col] = acc[mt][r];
+    for (int u = 0; u < F; ++u) {
+      const int n = row_of(f0 + u), i = tok_of(f0 + u);
+      old[u] = accumulate && n < N && i < m ? to_f32(y[size_t(i) * N + n]) : 0.0f;
     }
-  cluster.sync();  // every block's partial tile is complete
-  // Block `rank` finishes rows rank 128 / S.. of the tile; consecutive threads
-  // take consecutive rows of one token, so y's stores are coalesced.
-  const int rows = kWgRows / S, r0 = rank * rows;
-  for (int idx = tid; idx < rows * m; idx += 128) {
-    const int i = idx / rows, row = r0 + idx % rows, n = n0 + row;
-    if (n >= N) continue;
-    float v = 0.0f;
-    for (int q = 0; q < S; ++q) v += cluster.map_shared_rank(part, unsigned(q))[row * LD + i];
-    v = v * ws[n] * xs[i];
-    E* o = y + size_t(i) * N + n;
-    if (accumulate) v += to_f32(*o);
-    *o = from_f32<E>(v);
+#pragma unroll
+    for (int u = 0; u < F; ++u) {
+      const int n = row_of(f0 + u), i = tok_of(f0 + u);
+      if (n < N && i < m) y[size_t(i) * N + n] = from_f32<E>(v[u] * ws[n] * xs[i] + old[u]);
+    }
+  };
+  if (S == 1) {  // the sums are complete in registers
+    float v[NT];
+#pragma unroll
+    for (int f = 0; f < NT; ++f) v[f] = acc[f / (NT / 2)][f % (NT / 2)];
+    finish(std::integral_constant<int, NT>{}, 0, v);
+    return;
   }
-  cluster.sync();  // no block leaves while another reads its tile
+  // Each block's partial sums to its shared memory in fragment order
+  // (register f of thread tid at f 128 + tid); block `rank` of the cluster
+  // then finishes registers rank NT / S .. of every thread, adding the S
+  // blocks' sums in rank order (coalesced reads of distributed shared memory).
+  __syncthreads();  // every warp is done with the ring before the sums overwrite it
+  float* part = reinterpret_cast<float*>(smem);  // [NT][128]
+#pragma unroll
+  for (int f = 0; f < NT; ++f) part[f * 128 + tid] = acc[f / (NT / 2)][f % (NT / 2)];
+  cluster.sync();  // every block's sums are in place
+  const auto reduce = [&](auto splits) {
+    constexpr int SC = decltype(splits)::value, F = NT / SC;
+    const int f0 = rank * F;
+    float v[F] = {};
+#pragma unroll
+    for (int q = 0; q < SC; ++q) {
+      const float* src = cluster.map_shared_rank(part, unsigned(q)) + f0 * 128 + tid;
+#pragma unroll
+      for (int u = 0; u < F; ++u) v[u] += src[u * 128];
+    }
+    finish(std::integral_constant<int, F>{}, f0, v);
+  };
+  if (S == 2) reduce(std::integral_constant<int, 2>{});
+  else if (S == 4) reduce(std::integral_constant<int, 4>{});
+  else reduce(std::integral_constant<int, 8>{});
+  cluster.sync();  // no block leaves while another reads its sums
 }
 
 template <int NT, typename E>
