@@ -187,7 +187,8 @@ std::string kernel_kind(const std::string& n) {
   if (has("argmax") || has("pick") || has("cub::") || has("Radix") || has("iota_kernel") ||
       has("offsets_kernel"))
     return "sample";
-  if (has("gemv_batched") || has("gemm_fp8_small") || has("quantize_rows") ||
+  if (has("gemv_batched") || has("gemm_fp8_small") || has("gemm_fp8_wgmma") ||
+      has("quantize_rows") ||
       n.rfind("hayate::", 0) != 0)  // cuBLAS's own names
     return "gemm";
   return "unknown";

@@ -149,6 +149,8 @@ TEST(StepCosts, KernelsGoToTheirOpsInForwardOrder) {
             "gemm");
   EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::gemm_fp8_small_kernel<8, 1>"),
             "gemm");
+  EXPECT_EQ(kernel_kind("hayate::cuda::(anonymous namespace)::gemm_fp8_wgmma_kernel<64, float>"),
+            "gemm");
   Step s;
   const std::vector<OpCost> calls = expand_calls(step_costs(small(), StepDtypes{}, s.batch), true);
   ASSERT_EQ(calls.size(), 1 + 1 + 2 * 9 + 3u);
