@@ -91,15 +91,14 @@ class BatchGemm {
   // W.w [N, K]^T) (+ y), e4m3 operands, fp32 accumulation, y in E. Up to 64
   // rows: the hand kernel (gemm_fp8_small) where it beat cuBLASLt at start-up
   // for m's row class; else the cuBLASLt algorithm tuned for m, else
-  // cuBLASLt's first pick for m. pdl: the hand kernel's wgmma form is launched
-  // with programmatic dependent launch (it waits for xq's writer itself).
+  // cuBLASLt's first pick for m.
   template <typename E>
   void fp8(const Fp8Linear& W, const uint8_t* xq, const float* x_scale, int m, int N, int K, E* y,
-           bool accumulate, bool pdl = false) const {
+           bool accumulate) const {
     const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : cublas_type<T>();
     const LtShape sh{N, K, CUDA_R_8F_E4M3, out, accumulate};
     if (const Fp8SmallTile* tile = small_tile(sh, m)) {
-      gemm_fp8_small(W.w, W.scale, xq, x_scale, m, N, K, y, accumulate, *tile, s_, pdl);
+      gemm_fp8_small(W.w, W.scale, xq, x_scale, m, N, K, y, accumulate, *tile, s_);
       return;
     }
     lt_->run_any(sh, m, W.w, xq, y, s_, {W.scale, x_scale});

@@ -171,6 +171,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     // The persistent kernel's attention reads T pools: e4m3 ones run bucket 1
     // on the batched path (GEMVs or cuBLAS, split or one-pass attention).
     persistent_ = persistent_ && !kv8_;
+    pdl_ = !w_.fp8;  // the FP8 layers' kernels are launched plainly
     alloc_workspace();
     gemm_->tune_model(c_, w_.layers, w_.lm_head, max_tokens_, max_seqs_,
                       {xn_, attn_, last_, big_, h_, logits_, xq_, xs_});
@@ -661,18 +662,18 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
       rmsnorm_fp8(h_, L.attn_norm, rows, D, eps, L.qkv8.input_scale, xq_, xs_, s_);  // XQ [rows, D]
-      gemm_->fp8(L.qkv8, xq_, xs_, rows, qkvd, D, big_t, false, pdl_);  // QKV [rows, qkv] T
+      gemm_->fp8(L.qkv8, xq_, xs_, rows, qkvd, D, big_t, false);  // QKV [rows, qkv] T
       with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
         // Q roped (biases, q/k norms first); K, V -> pool
         paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
         attend(p, sh, kp, vp);  // ATT [rows, qd]
       });
       quantize_rows_fp8(attn_, rows, qd, L.o8.input_scale, xq_, xs_, s_);  // XQ [rows, qd]
-      gemm_->fp8(L.o8, xq_, xs_, rows, D, qd, h_, true, pdl_);              // H += ATT Wo^T
+      gemm_->fp8(L.o8, xq_, xs_, rows, D, qd, h_, true);                   // H += ATT Wo^T
       rmsnorm_fp8(h_, L.ffn_norm, rows, D, eps, L.gate_up8.input_scale, xq_, xs_, s_);
-      gemm_->fp8(L.gate_up8, xq_, xs_, rows, 2 * I, D, big_t, false, pdl_);  // GU [rows, 2I] T
+      gemm_->fp8(L.gate_up8, xq_, xs_, rows, 2 * I, D, big_t, false);  // GU [rows, 2I] T
       silu_mul_fp8(big_t, rows, I, L.down8.input_scale, xq_, xs_, s_);  // XQ [rows, I]
-      gemm_->fp8(L.down8, xq_, xs_, rows, D, I, h_, true, pdl_);        // H += ACT Wd^T
+      gemm_->fp8(L.down8, xq_, xs_, rows, D, I, h_, true);             // H += ACT Wd^T
     }
     lm_head(p);
   }
@@ -1068,7 +1069,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
   char *sample_ws_ = nullptr, *batch_ws_ = nullptr;
   SamplerPath sampler_ = SamplerPath::kAuto;
   bool persistent_ = false;  // bucket 1 may run on the persistent kernel
-  bool pdl_ = true;  // the step's own kernels with programmatic dependent launch (launch.h)
+  bool pdl_ = false;  // the step's own kernels with programmatic dependent launch (launch.h)
   PersistentDecode<T> persist_{};  // layers == nullptr: bucket 1 on batched GEMVs or cuBLAS
   unsigned long long* trace_ = nullptr;  // the persistent kernel's timestamps (profile_step)
   bool profile_persistent_ = false;      // profile_step(): bucket 1's forward runs eagerly

@@ -117,51 +117,6 @@ TYPED_TEST(Fp8SmallGemmTest, MatchesDoubleSumOfTheCodes) {
       worst[0], worst[1]);
 }
 
-// The wgmma kernel under programmatic dependent launch, straight after the
-// kernel that quantizes its input (which lets it start at once): it streams
-// its first weights early but must wait before it reads the codes and scales.
-// They start as NaN bytes, so a read before the quantization lands shows.
-TYPED_TEST(Fp8SmallGemmTest, WgmmaUnderPdlWaitsForItsQuantizedInput) {
-  using T = TypeParam;
-  SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
-  cudaStream_t s;
-  HAYATE_CUDA_CHECK(cudaStreamCreate(&s));
-  const int m = 64, N = 256, K = 14336;
-  const auto wc = random_codes(size_t(N) * K, this->rng_);
-  std::vector<float> wf(wc.size());
-  for (size_t i = 0; i < wc.size(); ++i) wf[i] = e4m3_to_f32(wc[i]);
-  const auto ws = random_vec(N, this->rng_, 0.001f, 0.01f);
-  std::vector<float> xf = random_vec(size_t(m) * K, this->rng_, -4.0f, 4.0f);
-  round_to<T>(xf);
-  Dev<uint8_t> dw(wc);
-  Dev<float> dws(ws);
-  const Dev<T> dx = dev_t<T>(xf);
-  for (int kb : {1, 2, 4, 8}) {
-    SCOPED_TRACE(::testing::Message() << "k blocks " << kb);
-    Dev<uint8_t> xq(size_t(m) * K);  // NaN codes until quantized
-    Dev<float> xs(m), y(size_t(m) * N);
-    quantize_rows_fp8(dx.get(), m, K, 0.0f, xq.get(), xs.get(), s);
-    gemm_fp8_small(dw.get(), dws.get(), xq.get(), xs.get(), m, N, K, y.get(), false,
-                   {0, 0, 0, kb}, s, true);
-    HAYATE_CUDA_CHECK(cudaStreamSynchronize(s));
-    const std::vector<uint8_t> xc = xq.download();
-    const std::vector<float> xsh = xs.download(), got = y.download();
-    std::vector<float> want(got.size());
-    double scale = 0;
-    std::vector<float> xcf(xc.size());
-    for (size_t i = 0; i < xc.size(); ++i) xcf[i] = e4m3_to_f32(xc[i]);
-    for (int i = 0; i < m; ++i)
-      for (int n = 0; n < N; ++n) {
-        double acc = 0;
-        for (int k = 0; k < K; ++k) acc += double(xcf[size_t(i) * K + k]) * wf[size_t(n) * K + k];
-        want[size_t(i) * N + n] = float(acc * xsh[size_t(i)] * ws[size_t(n)]);
-        scale = std::max(scale, std::fabs(acc * xsh[size_t(i)] * ws[size_t(n)]));
-      }
-    expect_close(got, want, float(1e-3 * scale), 1e-5f, "fp32 out");
-  }
-  HAYATE_CUDA_CHECK(cudaStreamDestroy(s));
-}
-
 TEST(Fp8SmallGemm, RefusesWhatItDoesNotSupport) {
   const Fp8SmallTile tile{32, 8};
   EXPECT_TRUE(gemm_fp8_small_supported(64, 4096, 4096, tile));

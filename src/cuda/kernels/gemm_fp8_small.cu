@@ -265,10 +265,9 @@ bool gemm_fp8_small_supported(int m, int N, int K, Fp8SmallTile tile) {
 
 template <typename E>
 void gemm_fp8_small(const uint8_t* W, const float* w_scale, const uint8_t* xq, const float* x_scale,
-                    int m, int N, int K, E* y, bool accumulate, Fp8SmallTile tile, cudaStream_t s,
-                    bool pdl) {
+                    int m, int N, int K, E* y, bool accumulate, Fp8SmallTile tile, cudaStream_t s) {
   if (tile.k_blocks > 0)
-    return gemm_fp8_wgmma(W, w_scale, xq, x_scale, m, N, K, y, accumulate, tile.k_blocks, s, pdl);
+    return gemm_fp8_wgmma(W, w_scale, xq, x_scale, m, N, K, y, accumulate, tile.k_blocks, s);
   HAYATE_CHECK(
       gemm_fp8_small_supported(m, N, K, tile), "gemm_fp8_small: ", m, " rows, N ", N, ", K ", K,
       " with ", tile.rows, " weight rows x ", tile.k_warps, " K groups x ", tile.row_warps,
@@ -307,10 +306,10 @@ void gemm_fp8_small(const uint8_t* W, const float* w_scale, const uint8_t* xq, c
 }
 
 template void gemm_fp8_small(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, float*, bool, Fp8SmallTile, cudaStream_t, bool);
+                             int, float*, bool, Fp8SmallTile, cudaStream_t);
 template void gemm_fp8_small(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, half*, bool, Fp8SmallTile, cudaStream_t, bool);
+                             int, half*, bool, Fp8SmallTile, cudaStream_t);
 template void gemm_fp8_small(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, __nv_bfloat16*, bool, Fp8SmallTile, cudaStream_t, bool);
+                             int, __nv_bfloat16*, bool, Fp8SmallTile, cudaStream_t);
 
 }  // namespace hayate::cuda

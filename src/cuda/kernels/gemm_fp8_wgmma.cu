@@ -166,14 +166,13 @@ __global__ void __launch_bounds__(128)
 
   // Chunk c into stage `slot`: weight rows past N read row N - 1 (never
   // stored), tokens past m are zeros.
-  const auto load = [&](int c, int slot, bool weights, bool tokens) {
+  const auto load = [&](int c, int slot) {
     uint8_t* st = smem + size_t(slot) * wgmma_stage_bytes(NT);
     const size_t kc = k0 + size_t(c) * kWgChunk;
 #pragma unroll
     for (int i = 0; i < kPieces / 128; ++i) {
       const int p = tid + 128 * i, row = p >> 3, piece = p & 7;
       const bool weight = row < kWgRows;
-      if (weight ? !weights : !tokens) continue;
       const int tok = row - kWgRows;
       const uint8_t* src = weight ? W + size_t(min(n0 + row, N - 1)) * K + kc + 16 * piece
                                   : x + size_t(min(tok, m - 1)) * K + kc + 16 * piece;
@@ -183,18 +182,9 @@ __global__ void __launch_bounds__(128)
 
   float acc[2][NT / 2] = {};
   float d[2][NT / 2] = {};
-  // The first stages' weights (one group) before the wait for the kernel
-  // that writes x and xs (under programmatic dependent launch, its tail),
-  // then their tokens (a group each): chunk c is complete with the first
-  // c + 2 groups, as with a group per stage.
-#pragma unroll
-  for (int c = 0; c < kWgStages - 1; ++c)
-    if (c < nch) load(c, c, true, false);
-  cp_async_commit();
-  griddep_wait();
 #pragma unroll
   for (int c = 0; c < kWgStages - 1; ++c) {
-    if (c < nch) load(c, c, false, true);
+    if (c < nch) load(c, c);
     cp_async_commit();
   }
   for (int c = 0; c < nch; ++c) {
@@ -203,8 +193,7 @@ __global__ void __launch_bounds__(128)
     // Every copy of chunk c has landed, and every warp's wgmma of chunk c - 1
     // (waited for below) is done with the slot the next load takes.
     __syncthreads();
-    if (c + kWgStages - 1 < nch)
-      load(c + kWgStages - 1, (c + kWgStages - 1) % kWgStages, true, true);
+    if (c + kWgStages - 1 < nch) load(c + kWgStages - 1, (c + kWgStages - 1) % kWgStages);
     cp_async_commit();
     const uint32_t st = smem_u32(smem + size_t(c % kWgStages) * wgmma_stage_bytes(NT));
     wgmma_fence();
@@ -226,7 +215,6 @@ __global__ void __launch_bounds__(128)
       }
   }
   cp_async_wait<0>();
-  griddep_launch();  // the next kernel may place its blocks during the epilogue
 
   // Register f of a thread's fragment (f = mt NT / 2 + r, over both tiles):
   // its weight row and token.
@@ -291,8 +279,7 @@ __global__ void __launch_bounds__(128)
 
 template <int NT, typename E>
 void launch_fp8_wgmma(const uint8_t* W, const float* ws, const uint8_t* x, const float* xs, int m,
-                      int N, int K, E* y, bool accumulate, int k_blocks, cudaStream_t s,
-                      bool pdl) {
+                      int N, int K, E* y, bool accumulate, int k_blocks, cudaStream_t s) {
   const auto kernel = gemm_fp8_wgmma_kernel<NT, E>;
   static const bool opted_in = [&] {  // above the default 48 KB; before any graph capture
     HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -303,7 +290,6 @@ void launch_fp8_wgmma(const uint8_t* W, const float* ws, const uint8_t* x, const
   LaunchConfig cfg{dim3(ceil_div(size_t(N), kWgRows) * unsigned(k_blocks)), dim3(128),
                    wgmma_smem(NT), s};
   cfg.cluster = unsigned(k_blocks);
-  cfg.pdl = pdl;
   launch(cfg, kernel, W, ws, x, xs, m, N, K, y, int(accumulate));
 }
 
@@ -318,23 +304,23 @@ bool gemm_fp8_wgmma_supported(int m, int N, int K, int k_blocks) {
 template <typename E>
 void gemm_fp8_wgmma(const uint8_t* W, const float* w_scale, const uint8_t* xq,
                     const float* x_scale, int m, int N, int K, E* y, bool accumulate,
-                    int k_blocks, cudaStream_t s, bool pdl) {
+                    int k_blocks, cudaStream_t s) {
   HAYATE_CHECK(gemm_fp8_wgmma_supported(m, N, K, k_blocks), "gemm_fp8_wgmma: ", m, " rows, N ", N,
                ", K ", K, " over ", k_blocks, " blocks: needs m <= ", kFp8SmallMaxRows,
                ", 1, 2, 4 or 8 blocks, K a multiple of 128 per block");
   HAYATE_CHECK(aligned_to(16, W, xq), "gemm_fp8_wgmma: W and xq must be 16-byte aligned");
-  if (m <= 16)
-    return launch_fp8_wgmma<16>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, s, pdl);
-  if (m <= 32)
-    return launch_fp8_wgmma<32>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, s, pdl);
-  launch_fp8_wgmma<64>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, s, pdl);
+  if (m <= 16) return launch_fp8_wgmma<16>(W, w_scale, xq, x_scale, m, N, K, y, accumulate,
+                                           k_blocks, s);
+  if (m <= 32) return launch_fp8_wgmma<32>(W, w_scale, xq, x_scale, m, N, K, y, accumulate,
+                                           k_blocks, s);
+  launch_fp8_wgmma<64>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, s);
 }
 
 template void gemm_fp8_wgmma(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, float*, bool, int, cudaStream_t, bool);
+                             int, float*, bool, int, cudaStream_t);
 template void gemm_fp8_wgmma(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, half*, bool, int, cudaStream_t, bool);
+                             int, half*, bool, int, cudaStream_t);
 template void gemm_fp8_wgmma(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, __nv_bfloat16*, bool, int, cudaStream_t, bool);
+                             int, __nv_bfloat16*, bool, int, cudaStream_t);
 
 }  // namespace hayate::cuda

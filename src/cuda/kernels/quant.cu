@@ -60,7 +60,6 @@ template <typename Src>
 __global__ void __launch_bounds__(kQuantThreads)
 quantize_rows_kernel(Src src, int cols, float static_scale, uint8_t* __restrict__ out,
                      float* __restrict__ scale) {
-  griddep_launch();  // see rmsnorm_fp8_kernel
   __shared__ float red[32];
   const int r = blockIdx.x;
   float s = static_scale;
@@ -88,7 +87,6 @@ template <int C, int kThreads, typename Src>
 __global__ void __launch_bounds__(kThreads, kThreads > 256 ? 1 : (C <= 7 ? 3 : 2))
 quantize_rows_in_registers_kernel(Src src, int cols, float static_scale,
                                   uint8_t* __restrict__ out, float* __restrict__ scale) {
-  griddep_launch();  // see rmsnorm_fp8_kernel
   constexpr int V = 8;
   __shared__ float red[32];
   const int r = blockIdx.x;
@@ -133,11 +131,6 @@ template <int V, int C, typename T>
 __global__ void __launch_bounds__(kQuantThreads)
 rmsnorm_fp8_kernel(const float* __restrict__ x, const T* __restrict__ w, int dim, float eps,
                    float static_scale, uint8_t* __restrict__ out, float* __restrict__ scale) {
-  // Launched plainly (the kernel before has completed), these kernels let the
-  // next one start at once: the FP8 GEMM (gemm_fp8_wgmma, under programmatic
-  // dependent launch) streams its first weights while they run and waits for
-  // them before it reads their codes and scales.
-  griddep_launch();
   __shared__ float red[32];
   const float* xr = x + size_t(blockIdx.x) * dim;
   uint8_t* o = out + size_t(blockIdx.x) * dim;
