@@ -39,10 +39,7 @@ constexpr Fp8SmallTile kTiles[] = {{16, 2, 1}, {16, 4, 1}, {16, 8, 1}, {32, 2, 1
                                    {32, 8, 1}, {64, 2, 1}, {64, 4, 1}, {64, 8, 1}, {16, 2, 2},
                                    {16, 4, 2}, {32, 2, 2}, {32, 4, 2}, {16, 2, 4}, {32, 2, 4},
                                    {16, 1, 4}, {32, 1, 4}, {16, 1, 8}, {32, 1, 8},
-                                   {0, 0, 0, 1, 4}, {0, 0, 0, 2, 4}, {0, 0, 0, 4, 4},
-                                   {0, 0, 0, 8, 4}, {0, 0, 0, 1, 6}, {0, 0, 0, 2, 6},
-                                   {0, 0, 0, 4, 6}, {0, 0, 0, 8, 6}, {0, 0, 0, 1, 8},
-                                   {0, 0, 0, 2, 8}, {0, 0, 0, 4, 8}, {0, 0, 0, 8, 8}};
+                                   {0, 0, 0, 1}, {0, 0, 0, 2}, {0, 0, 0, 4}, {0, 0, 0, 8}};
 
 struct Shape {
   const char* name;
@@ -138,7 +135,7 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
       const double err = check(wc, ws, xc, xs, m, N, K, dy);
       char buf[64];
       if (tile.k_blocks > 0)
-        std::snprintf(buf, sizeof buf, " wg%ds%d:%.1f%s", tile.k_blocks, tile.stages, us,
+        std::snprintf(buf, sizeof buf, " wg%d:%.1f%s", tile.k_blocks, us,
                       err > 2e-3 ? "(WRONG)" : "");
       else
         std::snprintf(buf, sizeof buf, " %dx%dx%d:%.1f%s", tile.rows, tile.k_warps,
@@ -149,10 +146,10 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
     if (best_us > 0)
       std::printf(
           "%-8s m %3d  floor %6.1f us  lt %6.1f us (%3.0f %%)  hand %6.1f us (%3.0f %% of probe, "
-          "%dx%dx%d wg%ds%d)  lt/hand %.2fx  err hand %.1e lt %.1e\n",
+          "%dx%dx%d wg%d)  lt/hand %.2fx  err hand %.1e lt %.1e\n",
           sh.name, m, floor_us, lt_us, 100 * floor_us / lt_us, best_us, 100 * floor_us / best_us,
-          best.rows, best.k_warps, best.row_warps, best.k_blocks, best.stages, lt_us / best_us,
-          best_err, lt_err);
+          best.rows, best.k_warps, best.row_warps, best.k_blocks, lt_us / best_us, best_err,
+          lt_err);
     else
       std::printf(
           "%-8s m %3d  floor %6.1f us  lt %6.1f us (%3.0f %%)  hand: unsupported  err lt %.1e\n",

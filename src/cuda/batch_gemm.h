@@ -225,9 +225,7 @@ class BatchGemm {
         {16, 2, 1},    {16, 4, 1},    {16, 8, 1},    {32, 2, 1},    {32, 4, 1},
         {32, 8, 1},    {64, 2, 1},    {64, 4, 1},    {64, 8, 1},    {16, 2, 2},
         {16, 4, 2},    {32, 2, 2},    {32, 4, 2},    {16, 2, 4},    {32, 2, 4},
-        {0, 0, 0, 1, 4}, {0, 0, 0, 2, 4}, {0, 0, 0, 4, 4}, {0, 0, 0, 8, 4},
-        {0, 0, 0, 1, 6}, {0, 0, 0, 2, 6}, {0, 0, 0, 4, 6}, {0, 0, 0, 8, 6},
-        {0, 0, 0, 1, 8}, {0, 0, 0, 2, 8}, {0, 0, 0, 4, 8}, {0, 0, 0, 8, 8}};
+        {0, 0, 0, 1},  {0, 0, 0, 2},  {0, 0, 0, 4},  {0, 0, 0, 8}};
     constexpr int kReps = 3;
     const int N = sh.N, K = sh.K;
     const float nl = float(Ws.size());
@@ -261,7 +259,7 @@ class BatchGemm {
       const auto& p = picks[size_t(c)];
       r += cat(" ", m, ":", int(best_ms / nl * 1000.0f), "/", int(lt_ms / nl * 1000.0f),
                !p              ? std::string("(lt)")
-               : p->k_blocks > 0 ? cat("(wg", p->k_blocks, "s", p->stages, ")")
+               : p->k_blocks > 0 ? cat("(wg", p->k_blocks, ")")
                                  : cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")"));
     }
     small_[sh.key()] = picks;

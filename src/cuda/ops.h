@@ -209,7 +209,6 @@ struct Fp8SmallTile {
   int row_warps = 1;  // warps per K group side by side over rows, sharing the group's staged
                       // activations: 1, 2 or 4 (2, 4: m > 8); k_warps * row_warps <= 8
   int k_blocks = 0;   // > 0: the wgmma kernel, K split over 1, 2, 4 or 8 blocks (K % 128 k_blocks)
-  int stages = 4;     // the wgmma kernel's ring stages of 128 k: 4, 6 or 8
 };
 bool gemm_fp8_small_supported(int m, int N, int K, Fp8SmallTile tile);
 template <typename E>
@@ -217,11 +216,11 @@ void gemm_fp8_small(const uint8_t* W, const float* w_scale, const uint8_t* xq,
                     const float* x_scale, int m, int N, int K, E* y, bool accumulate,
                     Fp8SmallTile tile, cudaStream_t s);
 // The wgmma kernel alone (gemm_fp8_small with a k_blocks tile calls it).
-bool gemm_fp8_wgmma_supported(int m, int N, int K, int k_blocks, int stages);
+bool gemm_fp8_wgmma_supported(int m, int N, int K, int k_blocks);
 template <typename E>
 void gemm_fp8_wgmma(const uint8_t* W, const float* w_scale, const uint8_t* xq,
                     const float* x_scale, int m, int N, int K, E* y, bool accumulate,
-                    int k_blocks, int stages, cudaStream_t s);
+                    int k_blocks, cudaStream_t s);
 
 // ---- sampling.cu -------------------------------------------------------------
 // Picks the next token from logits [vocab] and writes it to *token_out:

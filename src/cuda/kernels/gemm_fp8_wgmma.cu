@@ -45,12 +45,13 @@ namespace {
 
 constexpr int kWgRows = 128;   // weight rows per block: two 64-row wgmma tiles
 constexpr int kWgChunk = 128;  // k per stage: one 128-byte swizzle row per weight row and token
+constexpr int kWgStages = 4;   // ring stages; kWgStages - 1 chunks in flight
 
-// Shared memory: the ring (`stages` of [128 weight rows][128 B] then [NT
+// Shared memory: the ring (stages of [128 weight rows][128 B] then [NT
 // tokens][128 B], each 1,024-byte aligned), reused after the loop for the
 // block's partial sums ([NT][128] fp32, smaller); 1 KB of slack to align the base.
 constexpr size_t wgmma_stage_bytes(int nt) { return size_t(kWgRows + nt) * kWgChunk; }
-constexpr size_t wgmma_smem(int nt, int stages) { return stages * wgmma_stage_bytes(nt) + 1024; }
+constexpr size_t wgmma_smem(int nt) { return kWgStages * wgmma_stage_bytes(nt) + 1024; }
 
 // A K-major operand in shared memory, 128-byte swizzle: rows of 128 bytes,
 // 8-row groups 1,024 bytes apart (the stride byte offset; the leading one is
@@ -145,9 +146,8 @@ __device__ __forceinline__ void wgmma_e4m3<64>(float (&d)[32], uint64_t a, uint6
 
 // y [m, N] (E) from W [N, K], ws [N], x [m, K], xs [m]; m <= NT. Grid: S
 // blocks (a cluster, S = its size) per 128 weight rows, block rank r of the
-// cluster taking k in [r K / S, (r + 1) K / S); K % (128 S) == 0. A ring of
-// ST stages, ST - 1 chunks in flight.
-template <int NT, int ST, typename E>
+// cluster taking k in [r K / S, (r + 1) K / S); K % (128 S) == 0.
+template <int NT, typename E>
 __global__ void __launch_bounds__(128)
     gemm_fp8_wgmma_kernel(const uint8_t* __restrict__ W, const float* __restrict__ ws,
                           const uint8_t* __restrict__ x, const float* __restrict__ xs, int m, int N,
@@ -183,19 +183,19 @@ __global__ void __launch_bounds__(128)
   float acc[2][NT / 2] = {};
   float d[2][NT / 2] = {};
 #pragma unroll
-  for (int c = 0; c < ST - 1; ++c) {
+  for (int c = 0; c < kWgStages - 1; ++c) {
     if (c < nch) load(c, c);
     cp_async_commit();
   }
   for (int c = 0; c < nch; ++c) {
-    cp_async_wait<ST - 2>();  // this thread's copies of chunk c
+    cp_async_wait<kWgStages - 2>();  // this thread's copies of chunk c
     fence_proxy_async();
     // Every copy of chunk c has landed, and every warp's wgmma of chunk c - 1
     // (waited for below) is done with the slot the next load takes.
     __syncthreads();
-    if (c + ST - 1 < nch) load(c + ST - 1, (c + ST - 1) % ST);
+    if (c + kWgStages - 1 < nch) load(c + kWgStages - 1, (c + kWgStages - 1) % kWgStages);
     cp_async_commit();
-    const uint32_t st = smem_u32(smem + size_t(c % ST) * wgmma_stage_bytes(NT));
+    const uint32_t st = smem_u32(smem + size_t(c % kWgStages) * wgmma_stage_bytes(NT));
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kWgChunk / 32; ++kk) {
@@ -277,61 +277,50 @@ __global__ void __launch_bounds__(128)
   cluster.sync();  // no block leaves while another reads its sums
 }
 
-template <int NT, int ST, typename E>
+template <int NT, typename E>
 void launch_fp8_wgmma(const uint8_t* W, const float* ws, const uint8_t* x, const float* xs, int m,
                       int N, int K, E* y, bool accumulate, int k_blocks, cudaStream_t s) {
-  const auto kernel = gemm_fp8_wgmma_kernel<NT, ST, E>;
+  const auto kernel = gemm_fp8_wgmma_kernel<NT, E>;
   static const bool opted_in = [&] {  // above the default 48 KB; before any graph capture
     HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(wgmma_smem(NT, ST))));
+                                           int(wgmma_smem(NT))));
     return true;
   }();
   (void)opted_in;
   LaunchConfig cfg{dim3(ceil_div(size_t(N), kWgRows) * unsigned(k_blocks)), dim3(128),
-                   wgmma_smem(NT, ST), s};
+                   wgmma_smem(NT), s};
   cfg.cluster = unsigned(k_blocks);
   launch(cfg, kernel, W, ws, x, xs, m, N, K, y, int(accumulate));
 }
 
 }  // namespace
 
-bool gemm_fp8_wgmma_supported(int m, int N, int K, int k_blocks, int stages) {
+bool gemm_fp8_wgmma_supported(int m, int N, int K, int k_blocks) {
   const bool s_ok = k_blocks == 1 || k_blocks == 2 || k_blocks == 4 || k_blocks == 8;
-  const bool st_ok = stages == 4 || stages == 6 || stages == 8;
-  return m >= 1 && m <= kFp8SmallMaxRows && N >= 1 && K >= 1 && s_ok && st_ok &&
+  return m >= 1 && m <= kFp8SmallMaxRows && N >= 1 && K >= 1 && s_ok &&
          K % (kWgChunk * k_blocks) == 0;
 }
 
 template <typename E>
 void gemm_fp8_wgmma(const uint8_t* W, const float* w_scale, const uint8_t* xq,
                     const float* x_scale, int m, int N, int K, E* y, bool accumulate,
-                    int k_blocks, int stages, cudaStream_t s) {
-  HAYATE_CHECK(gemm_fp8_wgmma_supported(m, N, K, k_blocks, stages), "gemm_fp8_wgmma: ", m,
-               " rows, N ", N, ", K ", K, " over ", k_blocks, " blocks, ", stages,
-               " stages: needs m <= ", kFp8SmallMaxRows,
-               ", 1, 2, 4 or 8 blocks, 4, 6 or 8 stages, K a multiple of 128 per block");
+                    int k_blocks, cudaStream_t s) {
+  HAYATE_CHECK(gemm_fp8_wgmma_supported(m, N, K, k_blocks), "gemm_fp8_wgmma: ", m, " rows, N ", N,
+               ", K ", K, " over ", k_blocks, " blocks: needs m <= ", kFp8SmallMaxRows,
+               ", 1, 2, 4 or 8 blocks, K a multiple of 128 per block");
   HAYATE_CHECK(aligned_to(16, W, xq), "gemm_fp8_wgmma: W and xq must be 16-byte aligned");
-#define HAYATE_FP8_WGMMA(NT, ST)                                                              \
-  if (m <= (NT) && stages == (ST))                                                            \
-    return launch_fp8_wgmma<NT, ST>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, \
-                                    s);
-  HAYATE_FP8_WGMMA(16, 4)
-  HAYATE_FP8_WGMMA(16, 6)
-  HAYATE_FP8_WGMMA(16, 8)
-  HAYATE_FP8_WGMMA(32, 4)
-  HAYATE_FP8_WGMMA(32, 6)
-  HAYATE_FP8_WGMMA(32, 8)
-  HAYATE_FP8_WGMMA(64, 4)
-  HAYATE_FP8_WGMMA(64, 6)
-  HAYATE_FP8_WGMMA(64, 8)
-#undef HAYATE_FP8_WGMMA
+  if (m <= 16) return launch_fp8_wgmma<16>(W, w_scale, xq, x_scale, m, N, K, y, accumulate,
+                                           k_blocks, s);
+  if (m <= 32) return launch_fp8_wgmma<32>(W, w_scale, xq, x_scale, m, N, K, y, accumulate,
+                                           k_blocks, s);
+  launch_fp8_wgmma<64>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, s);
 }
 
 template void gemm_fp8_wgmma(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, float*, bool, int, int, cudaStream_t);
+                             int, float*, bool, int, cudaStream_t);
 template void gemm_fp8_wgmma(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, half*, bool, int, int, cudaStream_t);
+                             int, half*, bool, int, cudaStream_t);
 template void gemm_fp8_wgmma(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, __nv_bfloat16*, bool, int, int, cudaStream_t);
+                             int, __nv_bfloat16*, bool, int, cudaStream_t);
 
 }  // namespace hayate::cuda
