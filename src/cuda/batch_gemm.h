@@ -8,8 +8,9 @@
 //   ex16: cublasGemmEx only, QKV and gate/up written in T.
 //   ex:   cublasGemmEx only, fp32 outputs everywhere (the path before the lab).
 // FP8 weights (W8A8) take cuBLASLt on every path, and up to 64 rows the hand
-// kernel gemm_fp8_small where it won the start-up timing (bench/kernels/NOTES.md,
-// "FP8 GEMM at few rows").
+// kernels (gemm_fp8_small's mma.sync tiles or gemm_fp8_wgmma's K splits) where
+// one won the start-up timing (bench/kernels/NOTES.md, "FP8 GEMM at few rows",
+// "wgmma at few rows").
 // Used from one .cu file only, so the class template lives in this header.
 #pragma once
 
