@@ -122,7 +122,7 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
 
     std::string tiles;
     double best_us = 0, best_err = 0;
-    Fp8SmallTile best{};
+    std::string best_name;
     for (const Fp8SmallTile tile : kTiles) {
       if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
       const auto run_hand = [&](int i) {
@@ -133,23 +133,21 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
       HAYATE_CUDA_CHECK(cudaMemsetAsync(dy, 0, y.bytes(), s));
       run_hand(0);
       const double err = check(wc, ws, xc, xs, m, N, K, dy);
-      char buf[64];
+      char name[32], buf[64];
       if (tile.k_blocks > 0)
-        std::snprintf(buf, sizeof buf, " wg%d:%.1f%s", tile.k_blocks, us,
-                      err > 2e-3 ? "(WRONG)" : "");
+        std::snprintf(name, sizeof name, "wg%d", tile.k_blocks);
       else
-        std::snprintf(buf, sizeof buf, " %dx%dx%d:%.1f%s", tile.rows, tile.k_warps,
-                      tile.row_warps, us, err > 2e-3 ? "(WRONG)" : "");
+        std::snprintf(name, sizeof name, "%dx%dx%d", tile.rows, tile.k_warps, tile.row_warps);
+      std::snprintf(buf, sizeof buf, " %s:%.1f%s", name, us, err > 2e-3 ? "(WRONG)" : "");
       tiles += buf;
-      if (best_us == 0 || us < best_us) best_us = us, best = tile, best_err = err;
+      if (best_us == 0 || us < best_us) best_us = us, best_err = err, best_name = name;
     }
     if (best_us > 0)
       std::printf(
           "%-8s m %3d  floor %6.1f us  lt %6.1f us (%3.0f %%)  hand %6.1f us (%3.0f %% of probe, "
-          "%dx%dx%d wg%d)  lt/hand %.2fx  err hand %.1e lt %.1e\n",
+          "%s)  lt/hand %.2fx  err hand %.1e lt %.1e\n",
           sh.name, m, floor_us, lt_us, 100 * floor_us / lt_us, best_us, 100 * floor_us / best_us,
-          best.rows, best.k_warps, best.row_warps, best.k_blocks, lt_us / best_us, best_err,
-          lt_err);
+          best_name.c_str(), lt_us / best_us, best_err, lt_err);
     else
       std::printf(
           "%-8s m %3d  floor %6.1f us  lt %6.1f us (%3.0f %%)  hand: unsupported  err lt %.1e\n",

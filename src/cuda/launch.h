@@ -86,7 +86,8 @@ cudaError_t try_launch(const LaunchConfig& cfg, void (*kernel)(Params...), Args&
     attr[n].id = cudaLaunchAttributeCooperative;
     attr[n++].val.cooperative = 1;
   }
-  if (cfg.cluster > 1) {
+  if (cfg.cluster > 1) {  // not with a cooperative grid; x a multiple of it
+    if (cfg.cooperative || cfg.grid.x % cfg.cluster != 0) return cudaErrorInvalidValue;
     attr[n].id = cudaLaunchAttributeClusterDimension;
     attr[n++].val.clusterDim = {cfg.cluster, 1, 1};
   }

@@ -215,12 +215,6 @@ template <typename E>
 void gemm_fp8_small(const uint8_t* W, const float* w_scale, const uint8_t* xq,
                     const float* x_scale, int m, int N, int K, E* y, bool accumulate,
                     Fp8SmallTile tile, cudaStream_t s);
-// The wgmma kernel alone (gemm_fp8_small with a k_blocks tile calls it).
-bool gemm_fp8_wgmma_supported(int m, int N, int K, int k_blocks);
-template <typename E>
-void gemm_fp8_wgmma(const uint8_t* W, const float* w_scale, const uint8_t* xq,
-                    const float* x_scale, int m, int N, int K, E* y, bool accumulate,
-                    int k_blocks, cudaStream_t s);
 
 // ---- sampling.cu -------------------------------------------------------------
 // Picks the next token from logits [vocab] and writes it to *token_out:

@@ -2,8 +2,8 @@
 // their CPU twin: the same e4m3 codes summed in double and scaled per token and
 // per weight row, every tile and K split, fp32 output added into y (o_proj /
 // down) and T output written (QKV, gate/up) or added; poisoned outputs, fresh
-// random codes and scales, row counts 1, 3, 16, 17, 64 and N that no tile
-// divides.
+// random codes and scales, row counts 1, 3, 16, 17, 40, 64, N that no tile
+// divides, and K 2,048 (the wgmma kernel's ring wraps in split blocks).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,9 +46,10 @@ TYPED_TEST(Fp8SmallGemmTest, MatchesDoubleSumOfTheCodes) {
   struct Case {
     int N, K;
   };
-  for (const Case sh : {Case{200, 1024}, Case{96, 128}}) {
+  // K 2,048: the wgmma kernel's ring wraps in every block up to 4 K splits.
+  for (const Case sh : {Case{200, 1024}, Case{96, 128}, Case{200, 2048}}) {
     const int N = sh.N, K = sh.K;
-    for (int m : {1, 3, 16, 17, 64}) {
+    for (int m : {1, 3, 16, 17, 40, 64}) {
       SCOPED_TRACE(::testing::Message() << "m " << m << " N " << N << " K " << K);
       const auto xc = random_codes(size_t(m) * K, this->rng_);
       const auto wc = random_codes(size_t(N) * K, this->rng_);
@@ -95,6 +96,12 @@ TYPED_TEST(Fp8SmallGemmTest, MatchesDoubleSumOfTheCodes) {
                        s);
         const std::vector<float> got = yf.download(), got_t = download_f(yt),
                                  got_ta = download_f(yta);
+        if (tile.k_blocks > 0) {  // the cluster adds its blocks' sums in rank order: same bits
+          Dev<float> again(y0);
+          gemm_fp8_small(dw.get(), dws.get(), dx.get(), dxs.get(), m, N, K, again.get(), true,
+                         tile, s);
+          EXPECT_TRUE(again.download() == got) << "a second run gave other bits";
+        }
         std::vector<float> want(ref.size()), want_acc(ref.size()), want_acc_t(ref.size());
         for (size_t i = 0; i < ref.size(); ++i) {
           want[i] = float(ref[i]);

@@ -29,6 +29,7 @@
 #include "core/check.h"
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/fp8.cuh"
+#include "cuda/kernels/gemm_fp8_wgmma.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"

@@ -18,11 +18,11 @@
 // (16-byte piece c of row r at piece c ^ (r % 8)); the chunk's 8 wgmma
 // (2 tiles x 4 k32) start from zero and the result is added into fp32
 // registers, so the tensor core's accumulator (narrower than fp32) sums
-// 128 products at a time. With one block per rows, each thread then scales
-// and stores its fragment's sums (loading all the y values it adds to first,
-// so their latencies overlap). With S > 1 each block puts its sums in its
-// shared memory in fragment order, and block r of the cluster adds the S
-// blocks' registers r NT / S .. of every thread in rank order
+// 128 products at a time. With one block per 128 rows (S = 1), each thread
+// then scales and stores its fragment's sums (loading all the y values it
+// adds to first, so their latencies overlap). With S > 1 each block puts its
+// sums in its shared memory in fragment order, and block r of the cluster
+// adds the S blocks' registers r NT / S .. of every thread in rank order
 // (deterministic) and stores them.
 //
 // D fragments (PTX ISA, wgmma .m64nNk32 f32): warp w of the warpgroup holds
@@ -34,6 +34,7 @@
 
 #include "core/check.h"
 #include "cuda/kernels/common.cuh"
+#include "cuda/kernels/gemm_fp8_wgmma.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/ring.cuh"
 #include "cuda/launch.h"
@@ -84,7 +85,39 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
-// Keeps the compiler from reading an accumulator before the wait.
+// The block's cluster (sm_90; other targets, e.g. HAYATE_SM80's, trap as the
+// wgmma helpers do): its size, this block's rank in it, a barrier of all its
+// threads, and where another block's copy of a shared variable lives.
+__device__ __forceinline__ int cluster_blocks() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return int(cooperative_groups::this_cluster().num_blocks());
+#else
+  __trap();
+  return 1;
+#endif
+}
+__device__ __forceinline__ int cluster_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return int(cooperative_groups::this_cluster().block_rank());
+#else
+  return 0;
+#endif
+}
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#endif
+}
+__device__ __forceinline__ const float* cluster_map(const float* p, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().map_shared_rank(p, unsigned(rank));
+#else
+  return p;
+#endif
+}
+
+// Pins an accumulator register where it stands: no read of it moves above a
+// wait, no write of it below a fence.
 __device__ __forceinline__ void reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
 // d (64 x NT fragments) = (add ? d : 0) + A . B, k 32, e4m3 in, fp32 out.
@@ -152,13 +185,11 @@ __global__ void __launch_bounds__(128)
     gemm_fp8_wgmma_kernel(const uint8_t* __restrict__ W, const float* __restrict__ ws,
                           const uint8_t* __restrict__ x, const float* __restrict__ xs, int m, int N,
                           int K, E* __restrict__ y, int accumulate) {
-  namespace cg = cooperative_groups;
   constexpr int kPieces = (kWgRows + NT) * (kWgChunk / 16);  // 16-byte copies per stage
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int S = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int S = cluster_blocks(), rank = cluster_rank();
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int n0 = int(blockIdx.x / unsigned(S)) * kWgRows;
   const int kw = K / S, nch = kw / kWgChunk;
@@ -196,6 +227,10 @@ __global__ void __launch_bounds__(128)
     if (c + kWgStages - 1 < nch) load(c + kWgStages - 1, (c + kWgStages - 1) % kWgStages);
     cp_async_commit();
     const uint32_t st = smem_u32(smem + size_t(c % kWgStages) * wgmma_stage_bytes(NT));
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int r = 0; r < NT / 2; ++r) reg_fence(d[mt][r]);  // no moves into d past the fence
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kWgChunk / 32; ++kk) {
@@ -258,14 +293,14 @@ __global__ void __launch_bounds__(128)
   float* part = reinterpret_cast<float*>(smem);  // [NT][128]
 #pragma unroll
   for (int f = 0; f < NT; ++f) part[f * 128 + tid] = acc[f / (NT / 2)][f % (NT / 2)];
-  cluster.sync();  // every block's sums are in place
+  cluster_sync();  // every block's sums are in place
   const auto reduce = [&](auto splits) {
     constexpr int SC = decltype(splits)::value, F = NT / SC;
     const int f0 = rank * F;
     float v[F] = {};
 #pragma unroll
     for (int q = 0; q < SC; ++q) {
-      const float* src = cluster.map_shared_rank(part, unsigned(q)) + f0 * 128 + tid;
+      const float* src = cluster_map(part, q) + f0 * 128 + tid;
 #pragma unroll
       for (int u = 0; u < F; ++u) v[u] += src[u * 128];
     }
@@ -274,7 +309,7 @@ __global__ void __launch_bounds__(128)
   if (S == 2) reduce(std::integral_constant<int, 2>{});
   else if (S == 4) reduce(std::integral_constant<int, 4>{});
   else reduce(std::integral_constant<int, 8>{});
-  cluster.sync();  // no block leaves while another reads its sums
+  cluster_sync();  // no block leaves while another reads its sums
 }
 
 template <int NT, typename E>
