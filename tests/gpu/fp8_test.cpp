@@ -62,6 +62,20 @@ void expect_fp8_close(const std::vector<uint8_t>& got_codes, const std::vector<f
   EXPECT_GE(double(exact), exact_share * double(w.size())) << what << ": codes equal";
 }
 
+// The CPU twin of the row quantization kernels: rows of `cols` values of v to
+// e4m3 codes, each row with its own scale (static_scale 0) or static_scale.
+struct Fp8Rows {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+};
+Fp8Rows quantize_rows_ref(const std::vector<float>& v, int cols, float static_scale) {
+  const size_t c = size_t(cols);
+  Fp8Rows q{std::vector<uint8_t>(v.size()), std::vector<float>(v.size() / c)};
+  for (size_t r = 0; r < q.scales.size(); ++r)
+    q.scales[r] = fp8_quantize_row(&v[r * c], c, static_scale, &q.codes[r * c]);
+  return q;
+}
+
 template <typename T>
 class Fp8KernelTest : public SeededGpuTest {};
 using Types = ::testing::Types<half, __nv_bfloat16>;
@@ -79,13 +93,9 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
     Dev<uint8_t> codes(w.size());
     Dev<float> scale(rows);
     quantize_weight_rows(dw.get(), rows, cols, codes.get(), scale.get(), nullptr);
-    std::vector<uint8_t> want(w.size());
-    std::vector<float> want_s(rows);
-    for (int r = 0; r < rows; ++r)
-      want_s[size_t(r)] = fp8_quantize_row(&w[size_t(r) * cols], size_t(cols), 0.0f,
-                                           &want[size_t(r) * cols]);
-    EXPECT_EQ(codes.download(), want) << "weights, cols " << cols;
-    EXPECT_EQ(scale.download(), want_s) << "weight scales, cols " << cols;
+    const Fp8Rows want = quantize_rows_ref(w, cols, 0.0f);
+    EXPECT_EQ(codes.download(), want.codes) << "weights, cols " << cols;
+    EXPECT_EQ(scale.download(), want.scales) << "weight scales, cols " << cols;
   }
   // 5 rows: the in-register kernels' few-rows forms (512 or 1,024 threads a
   // row); 160: their 256-thread forms.
@@ -104,13 +114,9 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
         Dev<uint8_t> codes(x.size());
         Dev<float> scale(n);
         quantize_rows_fp8<T>(dx.get(), n, dim, static_scale, codes.get(), scale.get(), nullptr);
-        std::vector<uint8_t> want(x.size());
-        std::vector<float> want_s(n);
-        for (int r = 0; r < n; ++r)
-          want_s[size_t(r)] = fp8_quantize_row(&x[size_t(r) * dim], size_t(dim), static_scale,
-                                               &want[size_t(r) * dim]);
-        EXPECT_EQ(codes.download(), want) << "quantize_rows_fp8";
-        EXPECT_EQ(scale.download(), want_s) << "quantize_rows_fp8 scales";
+        const Fp8Rows want = quantize_rows_ref(x, dim, static_scale);
+        EXPECT_EQ(codes.download(), want.codes) << "quantize_rows_fp8";
+        EXPECT_EQ(scale.download(), want.scales) << "quantize_rows_fp8 scales";
       }
       // RMSNorm + quantization vs cpu::rmsnorm then the row quantization, in
       // each of the kernel's forms: 4-wide with 4 and 8 runs a thread (4,096;
@@ -128,12 +134,8 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
                        nullptr);
         std::vector<float> y(x.size());
         cpu::rmsnorm(x.data(), w.data(), y.data(), n, dim, 1e-5f);
-        std::vector<uint8_t> want(x.size());
-        std::vector<float> want_s(n);
-        for (int r = 0; r < n; ++r)
-          want_s[size_t(r)] = fp8_quantize_row(&y[size_t(r) * dim], size_t(dim), static_scale,
-                                               &want[size_t(r) * dim]);
-        expect_fp8_close(codes.download(), scale.download(), want, want_s, dim, 0.98,
+        const Fp8Rows want = quantize_rows_ref(y, dim, static_scale);
+        expect_fp8_close(codes.download(), scale.download(), want.codes, want.scales, dim, 0.98,
                          "rmsnorm_fp8");
       }
       // SiLU * mul + quantization from T gate/up rows, in each of the kernel's
@@ -151,12 +153,8 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
         silu_mul_fp8<T>(dgu.get(), n, inter, static_scale, codes.get(), scale.get(), nullptr);
         std::vector<float> act(size_t(n) * inter);
         cpu::silu_mul(gu.data(), act.data(), n, inter);
-        std::vector<uint8_t> want(act.size());
-        std::vector<float> want_s(n);
-        for (int r = 0; r < n; ++r)
-          want_s[size_t(r)] = fp8_quantize_row(&act[size_t(r) * inter], size_t(inter), static_scale,
-                                               &want[size_t(r) * inter]);
-        expect_fp8_close(codes.download(), scale.download(), want, want_s, inter, 0.98,
+        const Fp8Rows want = quantize_rows_ref(act, inter, static_scale);
+        expect_fp8_close(codes.download(), scale.download(), want.codes, want.scales, inter, 0.98,
                          "silu_mul_fp8");
       }
     }
