@@ -13,9 +13,13 @@
 // (the error printed is max |got - ref| over max |ref| of the samples).
 // Median of 20 timed runs after 3 warm-ups (lab_timing.h). NOTES.md, "FP8
 // GEMM at few rows".
+//
+// Usage: gemm_fp8_lab [SHAPE [M [TILE]]]: only that shape (qkv, o, gate_up,
+// down), row count and hand tile (e.g. wg4), for a profiler such as ncu.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,6 +44,11 @@ constexpr Fp8SmallTile kTiles[] = {{16, 2, 1}, {16, 4, 1}, {16, 8, 1}, {32, 2, 1
                                    {16, 4, 2}, {32, 2, 2}, {32, 4, 2}, {16, 2, 4}, {32, 2, 4},
                                    {16, 1, 4}, {32, 1, 4}, {16, 1, 8}, {32, 1, 8},
                                    {0, 0, 0, 1}, {0, 0, 0, 2}, {0, 0, 0, 4}, {0, 0, 0, 8}};
+
+struct Filter {  // empty / 0: all
+  std::string shape, tile;
+  int m = 0;
+};
 
 struct Shape {
   const char* name;
@@ -75,7 +84,9 @@ double check(const std::vector<uint8_t>& wc, const std::vector<float>& ws,
 }
 
 template <typename E>
-void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
+void run_shape(const Shape& sh, const Filter& only, double read_gbs, cudaStream_t s,
+               LtGemm& lt) {
+  if (!only.shape.empty() && only.shape != sh.name) return;
   const int N = sh.N, K = sh.K;
   const size_t wbytes = size_t(N) * K;
   const int copies = int(std::max<size_t>(1, (kRotateBytes + wbytes - 1) / wbytes));
@@ -96,6 +107,7 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
   const cudaDataType_t out = std::is_same_v<E, float> ? CUDA_R_32F : CUDA_R_16F;
 
   for (int m : {1, 8, 16, 32, 64, 128}) {
+    if (only.m != 0 && only.m != m) continue;
     DeviceBuffer xh(size_t(m) * K * sizeof(T)), xq(size_t(m) * K), xsd(size_t(m) * sizeof(float));
     fill_dummy<T>(xh.as<T>(), size_t(m) * K, 5, uint64_t(m), 1.0f, 0.0f, 0, s);
     quantize_rows_fp8(xh.as<T>(), m, K, 0.0f, xq.as<uint8_t>(), xsd.as<float>(), s);
@@ -125,6 +137,12 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
     std::string best_name;
     for (const Fp8SmallTile tile : kTiles) {
       if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
+      char name[32];
+      if (tile.k_blocks > 0)
+        std::snprintf(name, sizeof name, "wg%d", tile.k_blocks);
+      else
+        std::snprintf(name, sizeof name, "%dx%dx%d", tile.rows, tile.k_warps, tile.row_warps);
+      if (!only.tile.empty() && only.tile != name) continue;
       const auto run_hand = [&](int i) {
         gemm_fp8_small(wcopy(i), wsc.as<float>(), xq.as<uint8_t>(), xsd.as<float>(), m, N, K, dy,
                        sh.accumulate, tile, s);
@@ -133,11 +151,7 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
       HAYATE_CUDA_CHECK(cudaMemsetAsync(dy, 0, y.bytes(), s));
       run_hand(0);
       const double err = check(wc, ws, xc, xs, m, N, K, dy);
-      char name[32], buf[64];
-      if (tile.k_blocks > 0)
-        std::snprintf(name, sizeof name, "wg%d", tile.k_blocks);
-      else
-        std::snprintf(name, sizeof name, "%dx%dx%d", tile.rows, tile.k_warps, tile.row_warps);
+      char buf[64];
       std::snprintf(buf, sizeof buf, " %s:%.1f%s", name, us, err > 2e-3 ? "(WRONG)" : "");
       tiles += buf;
       if (best_us == 0 || us < best_us) best_us = us, best_err = err, best_name = name;
@@ -157,7 +171,7 @@ void run_shape(const Shape& sh, double read_gbs, cudaStream_t s, LtGemm& lt) {
   }
 }
 
-int run() {
+int run(const Filter& only) {
   cudaStream_t s;
   HAYATE_CUDA_CHECK(cudaStreamCreate(&s));
   cudaDeviceProp prop{};
@@ -175,10 +189,10 @@ int run() {
               read_gbs);
   DeviceBuffer ws(size_t(32) << 20);
   LtGemm lt(ws.as(), ws.bytes());
-  run_shape<T>({"qkv", 6144, 4096, false}, read_gbs, s, lt);
-  run_shape<float>({"o", 4096, 4096, true}, read_gbs, s, lt);
-  run_shape<T>({"gate_up", 28672, 4096, false}, read_gbs, s, lt);
-  run_shape<float>({"down", 4096, 14336, true}, read_gbs, s, lt);
+  run_shape<T>({"qkv", 6144, 4096, false}, only, read_gbs, s, lt);
+  run_shape<float>({"o", 4096, 4096, true}, only, read_gbs, s, lt);
+  run_shape<T>({"gate_up", 28672, 4096, false}, only, read_gbs, s, lt);
+  run_shape<float>({"down", 4096, 14336, true}, only, read_gbs, s, lt);
   HAYATE_CUDA_CHECK(cudaStreamDestroy(s));
   return 0;
 }
@@ -186,6 +200,10 @@ int run() {
 }  // namespace
 }  // namespace hayate::cuda
 
-int main() {
-  return hayate::cuda::run();
+int main(int argc, char** argv) {
+  hayate::cuda::Filter only;
+  if (argc > 1) only.shape = argv[1];
+  if (argc > 2) only.m = std::atoi(argv[2]);
+  if (argc > 3) only.tile = argv[3];
+  return hayate::cuda::run(only);
 }
