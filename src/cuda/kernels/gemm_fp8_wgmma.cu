@@ -30,7 +30,6 @@
 // row 16 w + g + 8 (e >> 1), column 8 j + 2 t + (e & 1).
 #include <cooperative_groups.h>
 
-#include <cstring>
 #include <type_traits>
 
 #include "core/check.h"
@@ -48,7 +47,6 @@ namespace {
 constexpr int kWgRows = 128;   // weight rows per block: two 64-row wgmma tiles
 constexpr int kWgChunk = 128;  // k per stage: one 128-byte swizzle row per weight row and token
 constexpr int kWgStages = 4;   // ring stages; kWgStages - 1 chunks in flight
-constexpr int kWgLd = kWgRows + 4;  // floats between the staged tile's token rows
 
 // Shared memory: the ring (stages of [128 weight rows][128 B] then [NT
 // tokens][128 B], each 1,024-byte aligned), reused after the loop for the
@@ -116,41 +114,6 @@ __device__ __forceinline__ const float* cluster_map(const float* p, int rank) {
 #else
   return p;
 #endif
-}
-
-// Values n .. n + 3 of a row of y (E), 4 at a time where `vec` (n + 4 <= N,
-// aligned), else those before the row's end (`left` = N - n), zeros past it.
-template <typename E>
-__device__ __forceinline__ float4 load4(const E* p, bool vec, int left) {
-  if (vec) {
-    if constexpr (std::is_same_v<E, float>) return *reinterpret_cast<const float4*>(p);
-    const uint2 u = *reinterpret_cast<const uint2*>(p);
-    E h[4];
-    memcpy(h, &u, sizeof u);
-    return make_float4(to_f32(h[0]), to_f32(h[1]), to_f32(h[2]), to_f32(h[3]));
-  }
-  float r[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) r[j] = j < left ? to_f32(p[j]) : 0.0f;
-  return make_float4(r[0], r[1], r[2], r[3]);
-}
-template <typename E>
-__device__ __forceinline__ void store4(E* p, float4 v, bool vec, int left) {
-  if (vec) {
-    if constexpr (std::is_same_v<E, float>) {
-      *reinterpret_cast<float4*>(p) = v;
-    } else {
-      const E h[4] = {from_f32<E>(v.x), from_f32<E>(v.y), from_f32<E>(v.z), from_f32<E>(v.w)};
-      uint2 u;
-      memcpy(&u, h, sizeof u);
-      *reinterpret_cast<uint2*>(p) = u;
-    }
-    return;
-  }
-  const float r[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    if (j < left) p[j] = from_f32<E>(r[j]);
 }
 
 // Pins an accumulator register where it stands: no read of it moves above a
@@ -288,70 +251,65 @@ __global__ void __launch_bounds__(128)
   }
   cp_async_wait<0>();
 
-  // The sums staged in shared memory as the tile [NT tokens][128 rows]
-  // (the ring's first bytes; rows kWgLd floats apart, so the fragments'
-  // writes fall in 32 banks), then finished along y's rows: each thread takes
-  // 4 rows (n0 + 4 c) of tokens i0 + tid / 32, + 4, ... with 16-byte reads
-  // of the tile and 8- or 16-byte loads and stores of y. With S > 1, block
-  // `rank` of the cluster finishes tokens [rank NT / S, (rank + 1) NT / S),
-  // adding the S blocks' tiles in rank order (distributed shared memory;
-  // deterministic). Every value y adds to, and every partial sum, is loaded
-  // before the first store, so their latencies overlap.
-  __syncthreads();  // every warp is done with the ring
-  float* tile = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int f = 0; f < NT; ++f) {
+  // Register f of a thread's fragment (f = mt NT / 2 + r, over both tiles):
+  // its weight row and token.
+  const auto row_of = [&](int f) {
     const int r = f % (NT / 2);
-    const int row = 64 * (f / (NT / 2)) + 16 * w + g + 8 * ((r & 3) >> 1);
-    const int tok = 8 * (r >> 2) + 2 * t + (r & 1);
-    tile[tok * kWgLd + row] = acc[f / (NT / 2)][r];
-  }
-  if (S == 1)
-    __syncthreads();
-  else
-    cluster_sync();  // every block's tile is in place
-  constexpr int kIt = NT / 4;  // tokens a thread takes, at most
-  const int c = tid % 32, n = n0 + 4 * c, i0 = rank * (NT / S) + tid / 32;
-  const int i1 = min((rank + 1) * (NT / S), m);
-  const bool vec = n + 4 <= N && N % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
-  float wn[4];
+    return n0 + 64 * (f / (NT / 2)) + 16 * w + g + 8 * ((r & 3) >> 1);
+  };
+  const auto tok_of = [&](int f) {
+    const int r = f % (NT / 2);
+    return 8 * (r >> 2) + 2 * t + (r & 1);
+  };
+  // Scales and stores the sums v of registers f0 .. f0 + F - 1: y's old
+  // values are all loaded first (the stores could alias them as far as the
+  // compiler knows), so their latencies overlap.
+  const auto finish = [&](auto count, int f0, float(&v)[decltype(count)::value]) {
+    constexpr int F = decltype(count)::value;
+    float old[F];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) wn[j] = n + j < N ? ws[n + j] : 0.0f;
-  float4 old[kIt], v[kIt];
-  float sx[kIt];
-#pragma unroll
-  for (int it = 0; it < kIt; ++it) {
-    const int i = i0 + 4 * it;
-    old[it] = make_float4(0, 0, 0, 0);
-    v[it] = old[it];
-    sx[it] = i < i1 ? xs[i] : 0.0f;
-    if (i < i1 && accumulate) old[it] = load4(y + size_t(i) * N + n, vec, N - n);
-  }
-  for (int q = 0; q < S; ++q) {
-    const float* src = (S == 1 ? tile : cluster_map(tile, q)) + 4 * c;
-#pragma unroll
-    for (int it = 0; it < kIt; ++it) {
-      const int i = i0 + 4 * it;
-      if (i < i1) {
-        const float4 p = *reinterpret_cast<const float4*>(src + i * kWgLd);
-        v[it].x += p.x;
-        v[it].y += p.y;
-        v[it].z += p.z;
-        v[it].w += p.w;
-      }
+    for (int u = 0; u < F; ++u) {
+      const int n = row_of(f0 + u), i = tok_of(f0 + u);
+      old[u] = accumulate && n < N && i < m ? to_f32(y[size_t(i) * N + n]) : 0.0f;
     }
-  }
 #pragma unroll
-  for (int it = 0; it < kIt; ++it) {
-    const int i = i0 + 4 * it;
-    if (i >= i1) continue;
-    const float4 o = make_float4(v[it].x * wn[0] * sx[it] + old[it].x,
-                                 v[it].y * wn[1] * sx[it] + old[it].y,
-                                 v[it].z * wn[2] * sx[it] + old[it].z,
-                                 v[it].w * wn[3] * sx[it] + old[it].w);
-    store4(y + size_t(i) * N + n, o, vec, N - n);
+    for (int u = 0; u < F; ++u) {
+      const int n = row_of(f0 + u), i = tok_of(f0 + u);
+      if (n < N && i < m) y[size_t(i) * N + n] = from_f32<E>(v[u] * ws[n] * xs[i] + old[u]);
+    }
+  };
+  if (S == 1) {  // the sums are complete in registers
+    float v[NT];
+#pragma unroll
+    for (int f = 0; f < NT; ++f) v[f] = acc[f / (NT / 2)][f % (NT / 2)];
+    finish(std::integral_constant<int, NT>{}, 0, v);
+    return;
   }
-  if (S > 1) cluster_sync();  // no block leaves while another reads its tile
+  // Each block's partial sums to its shared memory in fragment order
+  // (register f of thread tid at f 128 + tid); block `rank` of the cluster
+  // then finishes registers rank NT / S .. of every thread, adding the S
+  // blocks' sums in rank order (coalesced reads of distributed shared memory).
+  __syncthreads();  // every warp is done with the ring before the sums overwrite it
+  float* part = reinterpret_cast<float*>(smem);  // [NT][128]
+#pragma unroll
+  for (int f = 0; f < NT; ++f) part[f * 128 + tid] = acc[f / (NT / 2)][f % (NT / 2)];
+  cluster_sync();  // every block's sums are in place
+  const auto reduce = [&](auto splits) {
+    constexpr int SC = decltype(splits)::value, F = NT / SC;
+    const int f0 = rank * F;
+    float v[F] = {};
+#pragma unroll
+    for (int q = 0; q < SC; ++q) {
+      const float* src = cluster_map(part, q) + f0 * 128 + tid;
+#pragma unroll
+      for (int u = 0; u < F; ++u) v[u] += src[u * 128];
+    }
+    finish(std::integral_constant<int, F>{}, f0, v);
+  };
+  if (S == 2) reduce(std::integral_constant<int, 2>{});
+  else if (S == 4) reduce(std::integral_constant<int, 4>{});
+  else reduce(std::integral_constant<int, 8>{});
+  cluster_sync();  // no block leaves while another reads its sums
 }
 
 template <int NT, typename E>
