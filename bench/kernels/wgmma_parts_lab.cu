@@ -1,5 +1,5 @@
 // Where the wgmma FP8 kernel's time goes at 16 and 64 rows: copies of
-// gemm_fp8_wgmma_kernel (src/cuda/kernels/gemm_fp8_wgmma.cu, as of b0a444c)
+// gemm_fp8_wgmma_kernel (src/cuda/kernels/gemm_fp8_wgmma.cu, as of 29d6b62)
 // with one part left out, timed as a step runs them (8 products over 8
 // weight copies back to back, between two events; us a product):
 //   P0 the kernel as it is           P1 no wgmma (the ring only)
@@ -408,7 +408,7 @@ void run_shape(const char* name, int N, int K, int S, cudaStream_t st) {
       scale = std::max(scale, double(std::fabs(ref[i])));
     }
     std::printf("%-8s S %d m %2d floor %5.1f us:%s  (P3 vs P0: %.1e of the largest)\n", name, S,
-                m, double(wbytes) / 3.0e3, line.c_str(), worst / scale);
+                m, double(wbytes) / 3.0e6, line.c_str(), worst / scale);
     std::fflush(stdout);
   }
   cudaEventDestroy(a);
