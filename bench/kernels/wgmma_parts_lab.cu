@@ -7,7 +7,7 @@
 //                                       all K, wgmma overlapping the next wait
 //   P4 no token tile (weights only)
 // Lab only (P1, P2, P4 compute nothing usable; P3 is checked against P0).
-// NOTES.md, "wgmma at few rows".
+// NOTES.md, "Where the wgmma kernel's time goes at 16-64 rows".
 #include <cooperative_groups.h>
 
 #include <algorithm>
