@@ -24,6 +24,7 @@
 #include "cuda/kernels/ring.cuh"
 #include "cuda/launch.h"
 #include "cuda/ops.h"
+#include "cuda/stream_timing.h"
 
 namespace hayate::cuda {
 namespace {
@@ -345,14 +346,11 @@ void run_shape(const char* name, int N, int K, int S, cudaStream_t st) {
   for (int c = 1; c < kLayers; ++c)
     HAYATE_CUDA_CHECK(cudaMemcpyAsync(wq.as<uint8_t>() + c * wbytes, wq.as(), wbytes,
                                       cudaMemcpyDeviceToDevice, st));
-  cudaEvent_t a, b;
-  HAYATE_CUDA_CHECK(cudaEventCreate(&a));
-  HAYATE_CUDA_CHECK(cudaEventCreate(&b));
   for (int m : {16, 64}) {
     DeviceBuffer xh(size_t(m) * K * sizeof(half)), xq(size_t(m) * K), xsd(size_t(m) * 4);
     fill_dummy<half>(xh.as<half>(), size_t(m) * K, 5, uint64_t(m), 1.0f, 0.0f, 0, st);
     quantize_rows_fp8(xh.as<half>(), m, K, 0.0f, xq.as<uint8_t>(), xsd.as<float>(), st);
-    DeviceBuffer y(size_t(m) * N * sizeof(E)), y0(size_t(m) * N * sizeof(E));
+    DeviceBuffer y(size_t(m) * N * sizeof(E));
     std::string line;
     std::vector<float> ref, got;
     for (int part = 0; part < 5; ++part) {
@@ -367,18 +365,7 @@ void run_shape(const char* name, int N, int K, int S, cudaStream_t st) {
                             K, y.as<E>(), S, st);
         }
       };
-      for (int i = 0; i < 3; ++i) step();
-      std::vector<float> t;
-      for (int i = 0; i < kReps; ++i) {
-        HAYATE_CUDA_CHECK(cudaEventRecord(a, st));
-        step();
-        HAYATE_CUDA_CHECK(cudaEventRecord(b, st));
-        HAYATE_CUDA_CHECK(cudaEventSynchronize(b));
-        float ms = 0;
-        HAYATE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms * 1000.0f / kLayers);
-      }
-      std::sort(t.begin(), t.end());
+      const float us = median_ms_on_stream(st, 3, kReps, step) * 1000.0f / kLayers;
       char buf[64];
       if (part == 0 || part == 3) {  // P3's sums against P0's, one product from zero
         HAYATE_CUDA_CHECK(cudaMemsetAsync(y.as(), 0, y.bytes(), st));
@@ -399,7 +386,7 @@ void run_shape(const char* name, int N, int K, int S, cudaStream_t st) {
             v[i] = __half2float(h[i]);
         }
       }
-      std::snprintf(buf, sizeof buf, "  P%d %6.1f", part, t[t.size() / 2]);
+      std::snprintf(buf, sizeof buf, "  P%d %6.1f", part, us);
       line += buf;
     }
     double worst = 0, scale = 0;
@@ -411,8 +398,6 @@ void run_shape(const char* name, int N, int K, int S, cudaStream_t st) {
                 m, double(wbytes) / 3.0e6, line.c_str(), worst / scale);
     std::fflush(stdout);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
 }
 
 }  // namespace

@@ -105,6 +105,21 @@ class BatchGemm {
     lt_->run_any(sh, m, W.w, xq, y, s_, {W.scale, x_scale});
   }
 
+  // What each FP8 product of the layers runs at m rows, for `hayate profile`:
+  // "qkv wgmma over 4 blocks, o mma.sync 16x8x1, gate_up cuBLASLt, ..." in the
+  // order the start-up timing took them; empty before it, or without FP8 weights.
+  std::string fp8_kernels(int m) const {
+    std::string r;
+    for (const auto& [name, sh] : small_shapes_) {
+      const Fp8SmallTile* t = small_tile(sh, m);
+      r += cat(r.empty() ? "" : ", ", name, " ",
+               !t                ? std::string("cuBLASLt")
+               : t->k_blocks > 0 ? cat("wgmma over ", t->k_blocks, " blocks")
+                                 : cat("mma.sync ", t->rows, "x", t->k_warps, "x", t->row_warps));
+    }
+    return r;
+  }
+
   // Buffers the start-up timing fills and overwrites (before any step):
   // x [max_tokens, max(hidden, inter)], attn [max_tokens, q_dim], last
   // [max_seqs, hidden] in T; big [max_tokens, max(qkv_dim, 2 inter)] (as T),
@@ -264,6 +279,9 @@ class BatchGemm {
                                  : cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")"));
     }
     small_[sh.key()] = picks;
+    if (std::none_of(small_shapes_.begin(), small_shapes_.end(),
+                     [&](const auto& p) { return p.second.key() == sh.key(); }))
+      small_shapes_.emplace_back(name, sh);
     return r;
   }
 
@@ -284,6 +302,7 @@ class BatchGemm {
   std::unique_ptr<LtGemm> lt_;
   // The hand FP8 kernel's tile per shape and row class; none: cuBLASLt.
   std::map<LtShape::Key, std::array<std::optional<Fp8SmallTile>, kSmallClasses>> small_;
+  std::vector<std::pair<std::string, LtShape>> small_shapes_;  // the timed shapes, named, in order
 };
 
 }  // namespace hayate::cuda

@@ -499,8 +499,13 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       p.push_back({"epilogues", "RMSNorm > QKV > RoPE + KV append; o_proj + residual; RMSNorm > "
                                 "gate/up > SiLU*mul; down + residual; final RMSNorm > LM head"});
     } else {
+      const std::string fp8 = w_.fp8 ? gemm_->fp8_kernels(T_) : std::string();
       p.push_back({"matmul", T_ <= mm.gemv_rows
                                  ? cat("batched GEMV (rows <= ", mm.gemv_rows, ")")
+                             : !fp8.empty()
+                                 ? cat("FP8 products, each the fastest at start-up of cuBLASLt "
+                                       "and the hand kernels for its rows: ",
+                                       fp8, "; LM head: cuBLAS GEMM")
                                  : std::string("cuBLAS GEMMs, algorithm per shape and row count "
                                                "tuned at start-up")});
       std::string att;

@@ -2,8 +2,11 @@
 // the cost model (engine/step_profile.h), the persistent kernel's phases from
 // its timestamps, the times adding up, and the step computing what step()
 // computes. Fixture: batch_fixture.h.
+#include <algorithm>
+#include <cstring>
 #include <set>
 
+#include "core/check.h"
 #include "engine/step_profile.h"
 #include "gpu/batch_fixture.h"
 #include "model/model.h"
@@ -101,7 +104,8 @@ TEST_F(BatchBackendTest, ProfileAttributesEveryKernelOfAMixedStep) {
 
 // FP8 weights (W8A8), with 16-bit and e4m3 KV pools, on the batched path:
 // the quantizing norm and SiLU*mul, the attention output's quantization and
-// the FP8 GEMMs (the small hand GEMM at these rows) all go to their ops.
+// the FP8 GEMMs (the small hand GEMM at these rows) all go to their ops, and
+// the plan names each product's kernel.
 TEST_F(BatchBackendTest, ProfileAttributesEveryKernelOfAnFp8DecodeStep) {
   Model m = *model_;
   apply_quantization(m, "fp8");
@@ -121,6 +125,20 @@ TEST_F(BatchBackendTest, ProfileAttributesEveryKernelOfAnFp8DecodeStep) {
     dt.linear = 1;
     dt.kv = kv == KvCacheDtype::kFp8 ? 1 : 0;
     expect_attributed(t, step_costs(m.config, dt, d.batch));
+    // The plan names the kernel of each FP8 product at these rows.
+    const auto mm = std::find_if(t.plan.begin(), t.plan.end(),
+                                 [](const auto& e) { return e.first == "matmul"; });
+    ASSERT_NE(mm, t.plan.end());
+    for (const char* op : {"qkv ", "o ", "gate_up ", "down "}) {
+      const size_t at = mm->second.find(cat(": ", op)) != std::string::npos
+                            ? mm->second.find(cat(": ", op))
+                            : mm->second.find(cat(", ", op));
+      ASSERT_NE(at, std::string::npos) << op << "missing from: " << mm->second;
+      const std::string kernel = mm->second.substr(at + 2 + std::strlen(op), 8);
+      EXPECT_TRUE(kernel.rfind("cuBLASLt", 0) == 0 || kernel.rfind("wgmma", 0) == 0 ||
+                  kernel.rfind("mma.sync", 0) == 0)
+          << op << "runs \"" << kernel << "\" in: " << mm->second;
+    }
   }
 }
 
