@@ -23,7 +23,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -110,9 +109,9 @@ class BatchGemm {
   // order the start-up timing took them; empty before it, or without FP8 weights.
   std::string fp8_kernels(int m) const {
     std::string r;
-    for (const auto& [name, sh] : small_shapes_) {
-      const Fp8SmallTile* t = small_tile(sh, m);
-      r += cat(r.empty() ? "" : ", ", name, " ",
+    for (const SmallPicks& p : small_) {
+      const Fp8SmallTile* t = small_tile(p.sh, m);
+      r += cat(r.empty() ? "" : ", ", p.name, " ",
                !t                ? std::string("cuBLASLt")
                : t->k_blocks > 0 ? cat("wgmma over ", t->k_blocks, " blocks")
                                  : cat("mma.sync ", t->rows, "x", t->k_warps, "x", t->row_warps));
@@ -221,9 +220,10 @@ class BatchGemm {
 
   const Fp8SmallTile* small_tile(const LtShape& sh, int m) const {
     if (m < 1 || m > kFp8SmallMaxRows) return nullptr;
-    const auto it = small_.find(sh.key());
+    const auto it = std::find_if(small_.begin(), small_.end(),
+                                 [&](const SmallPicks& p) { return p.sh.key() == sh.key(); });
     if (it == small_.end()) return nullptr;
-    const std::optional<Fp8SmallTile>& t = it->second[size_t(small_class(m))];
+    const std::optional<Fp8SmallTile>& t = it->picks[size_t(small_class(m))];
     return t && gemm_fp8_small_supported(m, sh.N, sh.K, *t) ? &*t : nullptr;
   }
 
@@ -278,10 +278,12 @@ class BatchGemm {
                : p->k_blocks > 0 ? cat("(wg", p->k_blocks, ")")
                                  : cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")"));
     }
-    small_[sh.key()] = picks;
-    if (std::none_of(small_shapes_.begin(), small_shapes_.end(),
-                     [&](const auto& p) { return p.second.key() == sh.key(); }))
-      small_shapes_.emplace_back(name, sh);
+    const auto it = std::find_if(small_.begin(), small_.end(),
+                                 [&](const SmallPicks& p) { return p.sh.key() == sh.key(); });
+    if (it != small_.end())
+      it->picks = picks;
+    else
+      small_.push_back({name, sh, picks});
     return r;
   }
 
@@ -300,9 +302,14 @@ class BatchGemm {
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer ws_;
   std::unique_ptr<LtGemm> lt_;
-  // The hand FP8 kernel's tile per shape and row class; none: cuBLASLt.
-  std::map<LtShape::Key, std::array<std::optional<Fp8SmallTile>, kSmallClasses>> small_;
-  std::vector<std::pair<std::string, LtShape>> small_shapes_;  // the timed shapes, named, in order
+  // The hand FP8 kernel's tile per shape and row class (none: cuBLASLt), per
+  // shape in the order the start-up timing took them.
+  struct SmallPicks {
+    std::string name;
+    LtShape sh;
+    std::array<std::optional<Fp8SmallTile>, kSmallClasses> picks;
+  };
+  std::vector<SmallPicks> small_;
 };
 
 }  // namespace hayate::cuda
