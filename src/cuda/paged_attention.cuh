@@ -126,11 +126,15 @@ struct PagedDecodeTuning {
   // 1,024..2,047 pairs with long rows are unmeasured.
   int stream_pairs = 1024;
   int stream_short_keys = 512;
+  // The same bound for e4m3 pools: none. There the split kernel is the faster
+  // one below stream_pairs (H100, 64 rows x 192 keys: 16.7 vs 18.9 us a layer).
+  int stream_short_keys_e4m3 = 0;
 };
 // Whether paged_attention_decode_tuned runs the streaming kernel for a launch
-// of n_rows rows (PagedDecodeTuning::stream_pairs and stream_short_keys).
+// of n_rows rows (PagedDecodeTuning::stream_pairs and stream_short_keys, or
+// stream_short_keys_e4m3 for e4m3 pools).
 bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
-                              const PagedDecodeTuning& tune);
+                              const PagedDecodeTuning& tune, bool e4m3 = false);
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
 template <typename T, typename KV = T>
 void paged_attention_decode_tuned(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,

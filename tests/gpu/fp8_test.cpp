@@ -344,6 +344,7 @@ TEST(Fp8KvAttention, KernelsOnE4m3PoolsMatchTheCpu) {
   run_kv8_case<half>({6, 2, 32, 16, mixed, 1});
   run_kv8_case<half>({16, 2, 64, 16, std::vector<int>(300, 200), 1});  // many pairs
   run_kv8_case<half>({32, 8, 128, 16, std::vector<int>(300, 200), 1});  // streaming kernel
+  run_kv8_case<half>({32, 8, 128, 16, std::vector<int>(64, 200), 1});   // 512 pairs: split
   run_kv8_case<__nv_bfloat16>({32, 8, 128, 16, std::vector<int>(256, 129), 1});
   run_kv8_case<half>({32, 8, 128, 16, {1, 37, 300, 129}, 2});
   run_kv8_case<__nv_bfloat16>({8, 2, 128, 7, {1, 37, 300, 129}, 2});

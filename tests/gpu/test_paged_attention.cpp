@@ -336,6 +336,9 @@ TEST(PagedAttention, DecodeStreamVsCpu) {
   EXPECT_TRUE(paged_decode_uses_stream(40, {32, 8, 128, 16, 128}, 16, b512));
   run_case<half>({32, 8, 128, 16, std::vector<int>(lens.begin() + 14, lens.begin() + 54), b512});
   EXPECT_FALSE(paged_decode_uses_stream(20, {32, 8, 128, 16, 32}, 16, {}));  // 160 pairs: few
+  // e4m3 pools: no short-row bound, so below stream_pairs the split kernel.
+  EXPECT_FALSE(paged_decode_uses_stream(40, {32, 8, 128, 16, 32}, 16, {}, true));
+  EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 16, 128}, 16, t, true));  // 5,600 pairs
   EXPECT_TRUE(paged_decode_uses_stream(700, {32, 8, 128, 32, 64}, 16, t));   // block 32 below
   // 301 pairs (one kv head, group 8): the last block's warps 1..3 have no pair.
   EXPECT_TRUE(paged_decode_uses_stream(301, {8, 1, 128, 16, 19}, 16, {}));

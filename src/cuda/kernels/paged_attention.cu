@@ -313,17 +313,19 @@ SplitGrid split_grid(int n_rows, const PagedShape& sh, int n_splits, const Paged
           std::max(1, many ? tune.big_min_part : tune.min_part)};
 }
 
-bool stream_applies(const SplitGrid& grid, const PagedShape& sh, const PagedDecodeTuning& tune) {
+bool stream_applies(const SplitGrid& grid, const PagedShape& sh, const PagedDecodeTuning& tune,
+                    bool e4m3) {
+  const int short_keys = e4m3 ? tune.stream_short_keys_e4m3 : tune.stream_short_keys;
   return sh.head_dim == 128 && tune.mma && grid.many && grid.z == 1 &&
-         (grid.pairs >= tune.stream_pairs || grid.max_keys <= tune.stream_short_keys) &&
+         (grid.pairs >= tune.stream_pairs || grid.max_keys <= short_keys) &&
          sh.block_size % 16 == 0 && sh.n_heads / sh.n_kv_heads <= kPagedMaxGroup;
 }
 
 }  // namespace
 
 bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
-                              const PagedDecodeTuning& tune) {
-  return stream_applies(split_grid(n_rows, sh, n_splits, tune), sh, tune);
+                              const PagedDecodeTuning& tune, bool e4m3) {
+  return stream_applies(split_grid(n_rows, sh, n_splits, tune), sh, tune, e4m3);
 }
 
 template <typename T, typename KV, int HD, int G, int U, bool PF>
@@ -335,7 +337,7 @@ void decode_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShap
   bool done = false;
   // Tensor cores (paged_decode_mma.cu, T or e4m3 pools): the streaming kernel, or
   // the split one with the same splits and combine.
-  if (stream_applies(grid, sh, tune))
+  if (stream_applies(grid, sh, tune, kKvFp8<KV>))
     return paged_decode_stream_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, out, s);
   if (HD == 128 && tune.mma) {
     paged_decode_mma_launch(q, k_pool, v_pool, sh, meta, rows, n_rows, n_splits, z, min_part,
