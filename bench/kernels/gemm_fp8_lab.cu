@@ -38,12 +38,14 @@ using T = half;
 constexpr int kReps = 20, kChecks = 256;
 constexpr size_t kRotateBytes = size_t(256) << 20;
 // {weight rows per warp, K groups, row warps sharing staged activations} of the
-// mma.sync kernel, then the wgmma kernel's K splits {0, 0, 0, blocks}.
+// mma.sync kernel, then the wgmma kernel's {rows a block, 0, 0, K splits}.
 constexpr Fp8SmallTile kTiles[] = {{16, 2, 1}, {16, 4, 1}, {16, 8, 1}, {32, 2, 1}, {32, 4, 1},
                                    {32, 8, 1}, {64, 2, 1}, {64, 4, 1}, {64, 8, 1}, {16, 2, 2},
                                    {16, 4, 2}, {32, 2, 2}, {32, 4, 2}, {16, 2, 4}, {32, 2, 4},
                                    {16, 1, 4}, {32, 1, 4}, {16, 1, 8}, {32, 1, 8},
-                                   {0, 0, 0, 1}, {0, 0, 0, 2}, {0, 0, 0, 4}, {0, 0, 0, 8}};
+                                   {128, 0, 0, 1}, {128, 0, 0, 2}, {128, 0, 0, 4},
+                                   {128, 0, 0, 8}, {64, 0, 0, 1}, {64, 0, 0, 2},
+                                   {64, 0, 0, 4}, {64, 0, 0, 8}};
 
 struct Filter {  // empty / 0: all
   std::string shape, tile;
@@ -139,7 +141,7 @@ void run_shape(const Shape& sh, const Filter& only, double read_gbs, cudaStream_
       if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
       char name[32];
       if (tile.k_blocks > 0)
-        std::snprintf(name, sizeof name, "wg%d", tile.k_blocks);
+        std::snprintf(name, sizeof name, "wg%d%s", tile.k_blocks, tile.rows == 64 ? "x64" : "");
       else
         std::snprintf(name, sizeof name, "%dx%dx%d", tile.rows, tile.k_warps, tile.row_warps);
       if (!only.tile.empty() && only.tile != name) continue;

@@ -109,13 +109,14 @@ class BatchGemm {
   // order the start-up timing took them; empty before it, or without FP8 weights.
   std::string fp8_kernels(int m) const {
     std::string r;
-    for (const SmallPicks& p : small_) {
-      const Fp8SmallTile* t = small_tile(p.sh, m);
-      r += cat(r.empty() ? "" : ", ", p.name, " ",
-               !t                ? std::string("cuBLASLt")
-               : t->k_blocks > 0 ? cat("wgmma over ", t->k_blocks, " blocks")
-                                 : cat("mma.sync ", t->rows, "x", t->k_warps, "x", t->row_warps));
-    }
+    const auto kernel = [](const Fp8SmallTile* t) -> std::string {
+      if (!t) return "cuBLASLt";
+      if (t->k_blocks > 0)
+        return cat("wgmma over ", t->k_blocks, " blocks", t->rows == 64 ? " of 64 rows" : "");
+      return cat("mma.sync ", t->rows, "x", t->k_warps, "x", t->row_warps);
+    };
+    for (const SmallPicks& p : small_)
+      r += cat(r.empty() ? "" : ", ", p.name, " ", kernel(small_tile(p.sh, m)));
     return r;
   }
 
@@ -236,12 +237,13 @@ class BatchGemm {
   std::string tune_small(const char* name, const LtShape& sh, const std::vector<Fp8Linear>& Ws,
                          const TuneBuffers& b, int max_tokens, void* y) {
     // {rows per warp, K groups, row warps} of the mma.sync kernel, then the
-    // wgmma kernel's K splits {.., k_blocks}: the lab's set (gemm_fp8_lab).
+    // wgmma kernel's {rows a block, .., K splits}: the lab's set (gemm_fp8_lab).
     static constexpr Fp8SmallTile kTiles[] = {
         {16, 2, 1},    {16, 4, 1},    {16, 8, 1},    {32, 2, 1},    {32, 4, 1},
         {32, 8, 1},    {64, 2, 1},    {64, 4, 1},    {64, 8, 1},    {16, 2, 2},
         {16, 4, 2},    {32, 2, 2},    {32, 4, 2},    {16, 2, 4},    {32, 2, 4},
-        {0, 0, 0, 1},  {0, 0, 0, 2},  {0, 0, 0, 4},  {0, 0, 0, 8}};
+        {128, 0, 0, 1}, {128, 0, 0, 2}, {128, 0, 0, 4}, {128, 0, 0, 8}, {64, 0, 0, 1},
+        {64, 0, 0, 2},  {64, 0, 0, 4},  {64, 0, 0, 8}};
     constexpr int kReps = 3;
     const int N = sh.N, K = sh.K;
     const float nl = float(Ws.size());
@@ -275,7 +277,7 @@ class BatchGemm {
       const auto& p = picks[size_t(c)];
       r += cat(" ", m, ":", int(best_ms / nl * 1000.0f), "/", int(lt_ms / nl * 1000.0f),
                !p              ? std::string("(lt)")
-               : p->k_blocks > 0 ? cat("(wg", p->k_blocks, ")")
+               : p->k_blocks > 0 ? cat("(wg", p->k_blocks, p->rows == 64 ? "x64" : "", ")")
                                  : cat("(", p->rows, "x", p->k_warps, "x", p->row_warps, ")"));
     }
     const auto it = std::find_if(small_.begin(), small_.end(),

@@ -199,12 +199,13 @@ void rmsnorm_fp8(const float* x, const T* w, int n, int dim, float eps, float st
 // aligned), scales fp32 [N] and [m]: BatchGemm::fp8's product, for m <=
 // kFp8SmallMaxRows. Two kernels: mma.sync on codes widened to f16 (a block per
 // rows * row_warps weight rows, its k_warps groups split K), and, where k_blocks > 0,
-// wgmma on the codes (gemm_fp8_wgmma.cu: 128 weight rows per block, a cluster of
-// k_blocks blocks splitting K; the other fields unused). The backend times the tiles
-// against cuBLASLt at start-up (batch_gemm.h).
+// wgmma on the codes (gemm_fp8_wgmma.cu: `rows` weight rows per block, 64 or 128,
+// a cluster of k_blocks blocks splitting K; the other fields unused). The backend
+// times the tiles against cuBLASLt at start-up (batch_gemm.h).
 constexpr int kFp8SmallMaxRows = 64;
 struct Fp8SmallTile {
-  int rows = 32;      // weight rows per warp: 16, 32 (m <= 64) or 64 (m <= 32, row_warps 1)
+  int rows = 32;      // weight rows per warp: 16, 32 (m <= 64) or 64 (m <= 32, row_warps 1);
+                      // wgmma: per block, 64 or 128
   int k_warps = 8;    // K groups per block, each a K / k_warps slice: 1, 2, 4 or 8
   int row_warps = 1;  // warps per K group side by side over rows, sharing the group's staged
                       // activations: 1, 2 or 4 (2, 4: m > 8); k_warps * row_warps <= 8

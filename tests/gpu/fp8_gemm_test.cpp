@@ -72,7 +72,8 @@ TYPED_TEST(Fp8SmallGemmTest, MatchesDoubleSumOfTheCodes) {
       for (int rows : {16, 32, 64})
         for (int kw : {1, 2, 4, 8})
           for (int nr : {1, 2, 4}) tiles.push_back({rows, kw, nr});
-      for (int kb : {1, 2, 4, 8}) tiles.push_back({0, 0, 0, kb});
+      for (int rows : {64, 128})
+        for (int kb : {1, 2, 4, 8}) tiles.push_back({rows, 0, 0, kb});
       int ran = 0, ran_wgmma = 0;
       for (const Fp8SmallTile tile : tiles) {
         if (!gemm_fp8_small_supported(m, N, K, tile)) continue;
@@ -136,17 +137,20 @@ TEST(Fp8SmallGemm, RefusesWhatItDoesNotSupport) {
   EXPECT_TRUE(gemm_fp8_small_supported(9, 4096, 4096, {32, 2, 2}));
   EXPECT_FALSE(gemm_fp8_small_supported(16, 4096, 4096, {32, 4, 4}));  // 16 warps
   EXPECT_FALSE(gemm_fp8_small_supported(16, 4096, 4096, {64, 2, 2}));  // 64 rows: 1 row warp
-  EXPECT_TRUE(gemm_fp8_small_supported(64, 4096, 14336, {0, 0, 0, 8}));  // wgmma, 8 blocks
-  EXPECT_FALSE(gemm_fp8_small_supported(65, 4096, 4096, {0, 0, 0, 1}));
-  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 1536, {0, 0, 0, 8}));  // K not 128 per block
-  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {0, 0, 0, 3}));
-  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {0, 0, 0, 16}));
+  EXPECT_TRUE(gemm_fp8_small_supported(64, 4096, 14336, {128, 0, 0, 8}));  // wgmma, 8 blocks
+  EXPECT_TRUE(gemm_fp8_small_supported(64, 4096, 4096, {64, 0, 0, 4}));  // 64 rows a block
+  EXPECT_FALSE(gemm_fp8_small_supported(65, 4096, 4096, {128, 0, 0, 1}));
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 1536, {128, 0, 0, 8}));  // K not 128 per block
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {128, 0, 0, 3}));
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {128, 0, 0, 16}));
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {0, 0, 0, 4}));   // rows 64 or 128
+  EXPECT_FALSE(gemm_fp8_small_supported(8, 4096, 4096, {32, 0, 0, 4}));
   // The launcher refuses before touching the GPU.
   EXPECT_THROW(gemm_fp8_small<float>(nullptr, nullptr, nullptr, nullptr, 65, 4096, 4096, nullptr,
                                      false, tile, nullptr),
                Error);
   EXPECT_THROW(gemm_fp8_small<float>(nullptr, nullptr, nullptr, nullptr, 8, 4096, 1536, nullptr,
-                                     false, {0, 0, 0, 8}, nullptr),
+                                     false, {128, 0, 0, 8}, nullptr),
                Error);
 }
 

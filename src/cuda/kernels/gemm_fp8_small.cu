@@ -253,7 +253,7 @@ void launch_fp8_small(const uint8_t* W, const float* ws, const uint8_t* x, const
 }  // namespace
 
 bool gemm_fp8_small_supported(int m, int N, int K, Fp8SmallTile tile) {
-  if (tile.k_blocks > 0) return gemm_fp8_wgmma_supported(m, N, K, tile.k_blocks);
+  if (tile.k_blocks > 0) return gemm_fp8_wgmma_supported(m, N, K, tile.rows, tile.k_blocks);
   if (m < 1 || m > kFp8SmallMaxRows || N < 1 || K < 1) return false;
   const int mt = tile.rows / 16, mg = fp8_small_groups(m), nr = tile.row_warps;
   const bool rows_ok = tile.rows == 16 || tile.rows == 32 || (tile.rows == 64 && nr == 1);
@@ -268,7 +268,8 @@ template <typename E>
 void gemm_fp8_small(const uint8_t* W, const float* w_scale, const uint8_t* xq, const float* x_scale,
                     int m, int N, int K, E* y, bool accumulate, Fp8SmallTile tile, cudaStream_t s) {
   if (tile.k_blocks > 0)
-    return gemm_fp8_wgmma(W, w_scale, xq, x_scale, m, N, K, y, accumulate, tile.k_blocks, s);
+    return gemm_fp8_wgmma(W, w_scale, xq, x_scale, m, N, K, y, accumulate, tile.rows,
+                          tile.k_blocks, s);
   HAYATE_CHECK(
       gemm_fp8_small_supported(m, N, K, tile), "gemm_fp8_small: ", m, " rows, N ", N, ", K ", K,
       " with ", tile.rows, " weight rows x ", tile.k_warps, " K groups x ", tile.row_warps,

@@ -9,20 +9,20 @@
 // e4m3 wgmma requires), a 64-row tile of the weights meets up to 64 tokens
 // in one instruction, and every weight byte is read once for all m rows.
 //
-// A block (one warpgroup) owns 128 weight rows (two 64-row tiles) and a
-// K / S slice; the S blocks of a cluster split K and meet in distributed
+// A block (one warpgroup) owns 64 MT weight rows (MT 64-row tiles: 1 or 2)
+// and a K / S slice; the S blocks of a cluster split K and meet in distributed
 // shared memory, so a product of few output rows (o, down: 4,096) still
-// spreads over every SM. Per 128-k chunk the block's threads copy the 128
+// spreads over every SM. Per 128-k chunk the block's threads copy its
 // weight rows and NT tokens (NT = m padded to 16, 32 or 64; tokens past m
-// as zeros) into a ring stage with cp.async, in wgmma's 128-byte swizzle
-// (16-byte piece c of row r at piece c ^ (r % 8)); the chunk's 8 wgmma
-// (2 tiles x 4 k32) start from zero and the result is added into fp32
+// as zeros) into a ring stage with cp.async (wgmma_stages), in wgmma's 128-byte swizzle
+// (16-byte piece c of row r at piece c ^ (r % 8)); the chunk's 4 MT wgmma
+// (MT tiles x 4 k32) start from zero and the result is added into fp32
 // registers, so the tensor core's accumulator (narrower than fp32) sums
-// 128 products at a time. With one block per 128 rows (S = 1), each thread
+// 128 products at a time. With one block per row tile (S = 1), each thread
 // then scales and stores its fragment's sums (loading all the y values it
 // adds to first, so their latencies overlap). With S > 1 each block puts its
 // sums in its shared memory in fragment order, and block r of the cluster
-// adds the S blocks' registers r NT / S .. of every thread in rank order
+// adds the S blocks' registers r MT NT / 2S .. of every thread in rank order
 // (deterministic) and stores them.
 //
 // D fragments (PTX ISA, wgmma .m64nNk32 f32): warp w of the warpgroup holds
@@ -44,15 +44,21 @@ namespace hayate::cuda {
 
 namespace {
 
-constexpr int kWgRows = 128;   // weight rows per block: two 64-row wgmma tiles
 constexpr int kWgChunk = 128;  // k per stage: one 128-byte swizzle row per weight row and token
-constexpr int kWgStages = 4;   // ring stages; kWgStages - 1 chunks in flight
+// Ring stages (stages - 1 chunks in flight) of a block of 64 mt weight rows.
+// 64 rows on 3 stages take 49 KB at 64 tokens: four blocks an SM (on 4 stages,
+// three), and more blocks an SM beat deeper rings (H100, 64 rows: gate/up
+// 51.8 against 70.6 us, down 32.6 against 34.9; NOTES.md). 128 rows on 3
+// stages (three blocks an SM) are untimed.
+constexpr int wgmma_stages(int mt) { return mt == 1 ? 3 : 4; }
 
-// Shared memory: the ring (stages of [128 weight rows][128 B] then [NT
+// Shared memory: the ring (stages of [64 MT weight rows][128 B] then [NT
 // tokens][128 B], each 1,024-byte aligned), reused after the loop for the
-// block's partial sums ([NT][128] fp32, smaller); 1 KB of slack to align the base.
-constexpr size_t wgmma_stage_bytes(int nt) { return size_t(kWgRows + nt) * kWgChunk; }
-constexpr size_t wgmma_smem(int nt) { return kWgStages * wgmma_stage_bytes(nt) + 1024; }
+// block's partial sums ([MT NT / 2][128] fp32, smaller); 1 KB of slack to align the base.
+constexpr size_t wgmma_stage_bytes(int mt, int nt) { return size_t(64 * mt + nt) * kWgChunk; }
+constexpr size_t wgmma_smem(int mt, int nt) {
+  return wgmma_stages(mt) * wgmma_stage_bytes(mt, nt) + 1024;
+}
 
 // A K-major operand in shared memory, 128-byte swizzle: rows of 128 bytes,
 // 8-row groups 1,024 bytes apart (the stride byte offset; the leading one is
@@ -178,41 +184,43 @@ __device__ __forceinline__ void wgmma_e4m3<64>(float (&d)[32], uint64_t a, uint6
 #undef HAYATE_WGMMA_HEAD
 
 // y [m, N] (E) from W [N, K], ws [N], x [m, K], xs [m]; m <= NT. Grid: S
-// blocks (a cluster, S = its size) per 128 weight rows, block rank r of the
+// blocks (a cluster, S = its size) per 64 MT weight rows, block rank r of the
 // cluster taking k in [r K / S, (r + 1) K / S); K % (128 S) == 0.
-template <int NT, typename E>
+template <int MT, int NT, typename E>
 __global__ void __launch_bounds__(128)
     gemm_fp8_wgmma_kernel(const uint8_t* __restrict__ W, const float* __restrict__ ws,
                           const uint8_t* __restrict__ x, const float* __restrict__ xs, int m, int N,
                           int K, E* __restrict__ y, int accumulate) {
-  constexpr int kPieces = (kWgRows + NT) * (kWgChunk / 16);  // 16-byte copies per stage
+  constexpr int kRows = 64 * MT, kRegs = MT * NT / 2;      // weight rows; a thread's sums
+  constexpr int kWgStages = wgmma_stages(MT);
+  constexpr int kPieces = (kRows + NT) * (kWgChunk / 16);  // 16-byte copies per stage
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int S = cluster_blocks(), rank = cluster_rank();
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int n0 = int(blockIdx.x / unsigned(S)) * kWgRows;
+  const int n0 = int(blockIdx.x / unsigned(S)) * kRows;
   const int kw = K / S, nch = kw / kWgChunk;
   const size_t k0 = size_t(rank) * kw;
 
   // Chunk c into stage `slot`: weight rows past N read row N - 1 (never
   // stored), tokens past m are zeros.
   const auto load = [&](int c, int slot) {
-    uint8_t* st = smem + size_t(slot) * wgmma_stage_bytes(NT);
+    uint8_t* st = smem + size_t(slot) * wgmma_stage_bytes(MT, NT);
     const size_t kc = k0 + size_t(c) * kWgChunk;
 #pragma unroll
     for (int i = 0; i < kPieces / 128; ++i) {
       const int p = tid + 128 * i, row = p >> 3, piece = p & 7;
-      const bool weight = row < kWgRows;
-      const int tok = row - kWgRows;
+      const bool weight = row < kRows;
+      const int tok = row - kRows;
       const uint8_t* src = weight ? W + size_t(min(n0 + row, N - 1)) * K + kc + 16 * piece
                                   : x + size_t(min(tok, m - 1)) * K + kc + 16 * piece;
       cp_async16(st + row * kWgChunk + ((piece ^ (row & 7)) << 4), src, weight || tok < m);
     }
   };
 
-  float acc[2][NT / 2] = {};
-  float d[2][NT / 2] = {};
+  float acc[MT][NT / 2] = {};
+  float d[MT][NT / 2] = {};
 #pragma unroll
   for (int c = 0; c < kWgStages - 1; ++c) {
     if (c < nch) load(c, c);
@@ -226,23 +234,23 @@ __global__ void __launch_bounds__(128)
     __syncthreads();
     if (c + kWgStages - 1 < nch) load(c + kWgStages - 1, (c + kWgStages - 1) % kWgStages);
     cp_async_commit();
-    const uint32_t st = smem_u32(smem + size_t(c % kWgStages) * wgmma_stage_bytes(NT));
+    const uint32_t st = smem_u32(smem + size_t(c % kWgStages) * wgmma_stage_bytes(MT, NT));
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int r = 0; r < NT / 2; ++r) reg_fence(d[mt][r]);  // no moves into d past the fence
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kWgChunk / 32; ++kk) {
-      const uint64_t b = wgmma_desc(st + kWgRows * kWgChunk + 32 * kk);
+      const uint64_t b = wgmma_desc(st + kRows * kWgChunk + 32 * kk);
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
         wgmma_e4m3<NT>(d[mt], wgmma_desc(st + mt * 64 * kWgChunk + 32 * kk), b, kk);
     }
     wgmma_commit();
     wgmma_wait_all();
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int r = 0; r < NT / 2; ++r) {
         reg_fence(d[mt][r]);
@@ -251,7 +259,7 @@ __global__ void __launch_bounds__(128)
   }
   cp_async_wait<0>();
 
-  // Register f of a thread's fragment (f = mt NT / 2 + r, over both tiles):
+  // Register f of a thread's fragment (f = mt NT / 2 + r, over the MT tiles):
   // its weight row and token.
   const auto row_of = [&](int f) {
     const int r = f % (NT / 2);
@@ -279,23 +287,23 @@ __global__ void __launch_bounds__(128)
     }
   };
   if (S == 1) {  // the sums are complete in registers
-    float v[NT];
+    float v[kRegs];
 #pragma unroll
-    for (int f = 0; f < NT; ++f) v[f] = acc[f / (NT / 2)][f % (NT / 2)];
-    finish(std::integral_constant<int, NT>{}, 0, v);
+    for (int f = 0; f < kRegs; ++f) v[f] = acc[f / (NT / 2)][f % (NT / 2)];
+    finish(std::integral_constant<int, kRegs>{}, 0, v);
     return;
   }
   // Each block's partial sums to its shared memory in fragment order
   // (register f of thread tid at f 128 + tid); block `rank` of the cluster
-  // then finishes registers rank NT / S .. of every thread, adding the S
+  // then finishes registers rank kRegs / S .. of every thread, adding the S
   // blocks' sums in rank order (coalesced reads of distributed shared memory).
   __syncthreads();  // every warp is done with the ring before the sums overwrite it
-  float* part = reinterpret_cast<float*>(smem);  // [NT][128]
+  float* part = reinterpret_cast<float*>(smem);  // [kRegs][128]
 #pragma unroll
-  for (int f = 0; f < NT; ++f) part[f * 128 + tid] = acc[f / (NT / 2)][f % (NT / 2)];
+  for (int f = 0; f < kRegs; ++f) part[f * 128 + tid] = acc[f / (NT / 2)][f % (NT / 2)];
   cluster_sync();  // every block's sums are in place
   const auto reduce = [&](auto splits) {
-    constexpr int SC = decltype(splits)::value, F = NT / SC;
+    constexpr int SC = decltype(splits)::value, F = kRegs / SC;
     const int f0 = rank * F;
     float v[F] = {};
 #pragma unroll
@@ -312,50 +320,58 @@ __global__ void __launch_bounds__(128)
   cluster_sync();  // no block leaves while another reads its sums
 }
 
-template <int NT, typename E>
+template <int MT, int NT, typename E>
 void launch_fp8_wgmma(const uint8_t* W, const float* ws, const uint8_t* x, const float* xs, int m,
                       int N, int K, E* y, bool accumulate, int k_blocks, cudaStream_t s) {
-  const auto kernel = gemm_fp8_wgmma_kernel<NT, E>;
+  const auto kernel = gemm_fp8_wgmma_kernel<MT, NT, E>;
   static const bool opted_in = [&] {  // above the default 48 KB; before any graph capture
     HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(wgmma_smem(NT))));
+                                           int(wgmma_smem(MT, NT))));
     return true;
   }();
   (void)opted_in;
-  LaunchConfig cfg{dim3(ceil_div(size_t(N), kWgRows) * unsigned(k_blocks)), dim3(128),
-                   wgmma_smem(NT), s};
+  LaunchConfig cfg{dim3(ceil_div(size_t(N), 64 * MT) * unsigned(k_blocks)), dim3(128),
+                   wgmma_smem(MT, NT), s};
   cfg.cluster = unsigned(k_blocks);
   launch(cfg, kernel, W, ws, x, xs, m, N, K, y, int(accumulate));
 }
 
 }  // namespace
 
-bool gemm_fp8_wgmma_supported(int m, int N, int K, int k_blocks) {
+bool gemm_fp8_wgmma_supported(int m, int N, int K, int rows, int k_blocks) {
   const bool s_ok = k_blocks == 1 || k_blocks == 2 || k_blocks == 4 || k_blocks == 8;
-  return m >= 1 && m <= kFp8SmallMaxRows && N >= 1 && K >= 1 && s_ok &&
-         K % (kWgChunk * k_blocks) == 0;
+  return m >= 1 && m <= kFp8SmallMaxRows && N >= 1 && K >= 1 && (rows == 64 || rows == 128) &&
+         s_ok && K % (kWgChunk * k_blocks) == 0;
 }
 
 template <typename E>
 void gemm_fp8_wgmma(const uint8_t* W, const float* w_scale, const uint8_t* xq,
-                    const float* x_scale, int m, int N, int K, E* y, bool accumulate,
+                    const float* x_scale, int m, int N, int K, E* y, bool accumulate, int rows,
                     int k_blocks, cudaStream_t s) {
-  HAYATE_CHECK(gemm_fp8_wgmma_supported(m, N, K, k_blocks), "gemm_fp8_wgmma: ", m, " rows, N ", N,
-               ", K ", K, " over ", k_blocks, " blocks: needs m <= ", kFp8SmallMaxRows,
-               ", 1, 2, 4 or 8 blocks, K a multiple of 128 per block");
+  HAYATE_CHECK(gemm_fp8_wgmma_supported(m, N, K, rows, k_blocks), "gemm_fp8_wgmma: ", m,
+               " rows, N ", N, ", K ", K, ", ", rows, " weight rows a block over ", k_blocks,
+               " blocks: needs m <= ", kFp8SmallMaxRows,
+               ", 64 or 128 weight rows, 1, 2, 4 or 8 blocks, K a multiple of 128 per block");
   HAYATE_CHECK(aligned_to(16, W, xq), "gemm_fp8_wgmma: W and xq must be 16-byte aligned");
-  if (m <= 16) return launch_fp8_wgmma<16>(W, w_scale, xq, x_scale, m, N, K, y, accumulate,
-                                           k_blocks, s);
-  if (m <= 32) return launch_fp8_wgmma<32>(W, w_scale, xq, x_scale, m, N, K, y, accumulate,
-                                           k_blocks, s);
-  launch_fp8_wgmma<64>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, s);
+  const auto go = [&](auto mt) {  // MT 64-row tiles a block; NT tokens
+    constexpr int MT = decltype(mt)::value;
+    if (m <= 16)
+      return launch_fp8_wgmma<MT, 16>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, s);
+    if (m <= 32)
+      return launch_fp8_wgmma<MT, 32>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, s);
+    launch_fp8_wgmma<MT, 64>(W, w_scale, xq, x_scale, m, N, K, y, accumulate, k_blocks, s);
+  };
+  if (rows == 64)
+    go(std::integral_constant<int, 1>{});
+  else
+    go(std::integral_constant<int, 2>{});
 }
 
 template void gemm_fp8_wgmma(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, float*, bool, int, cudaStream_t);
+                             int, float*, bool, int, int, cudaStream_t);
 template void gemm_fp8_wgmma(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, half*, bool, int, cudaStream_t);
+                             int, half*, bool, int, int, cudaStream_t);
 template void gemm_fp8_wgmma(const uint8_t*, const float*, const uint8_t*, const float*, int, int,
-                             int, __nv_bfloat16*, bool, int, cudaStream_t);
+                             int, __nv_bfloat16*, bool, int, int, cudaStream_t);
 
 }  // namespace hayate::cuda

@@ -9,10 +9,11 @@
 
 namespace hayate::cuda {
 
-bool gemm_fp8_wgmma_supported(int m, int N, int K, int k_blocks);
+// rows: weight rows a block (64 or 128); k_blocks: blocks splitting K.
+bool gemm_fp8_wgmma_supported(int m, int N, int K, int rows, int k_blocks);
 template <typename E>
 void gemm_fp8_wgmma(const uint8_t* W, const float* w_scale, const uint8_t* xq,
-                    const float* x_scale, int m, int N, int K, E* y, bool accumulate,
+                    const float* x_scale, int m, int N, int K, E* y, bool accumulate, int rows,
                     int k_blocks, cudaStream_t s);
 
 }  // namespace hayate::cuda
