@@ -2,6 +2,9 @@
 // T where the GEMM writes T) are rotated and split into q (fp32, for
 // attention) and the K and V rows of each token's (block, row) in the paged
 // pools (T, or e4m3 codes under the layer's k_scale / v_scale).
+#include <algorithm>
+#include <type_traits>
+
 #include "core/check.h"
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/fp8.cuh"
@@ -17,6 +20,7 @@ namespace {
 
 constexpr int kMaxHalfDim = 128;  // cos/sin table entries per block: head_dim <= 256
 constexpr int kMaxNormHeads = 256;  // q + k heads of a token with per-head norms
+constexpr int kRopeWideRows = 128;  // launches of up to this many rows: wide blocks
 
 // Where token row `token` sits: its own position, its row in its block
 // table's block.
@@ -31,25 +35,29 @@ struct PagedCache {
   }
 };
 
-// One block per token. The position's cos/sin pairs are computed once per
-// block (head_dim / 2 precise sincosf: angles reach max_context radians,
-// where the fast intrinsics lose all accuracy) and every head's pairs (i, i +
-// d/2) turn with them; thread j handles pairs i .. i + V - 1 of head
-// j / (d / 2V), i = V (j % (d / 2V)): V = 4 (vector loads and stores) when d
+// One block per token (rope_kv_kernel: 256 threads; rope_kv_wide_kernel: up
+// to 1,024, the launcher's wide blocks). The position's cos/sin pairs are
+// computed once per block (head_dim / 2 precise sincosf: angles reach
+// max_context radians, where the fast intrinsics lose all accuracy) and every
+// head's pairs (i, i + d/2) turn with them; thread j handles pairs i .. i + V
+// - 1 of head j / (d / 2V), i = V (j % (d / 2V)): V = 4 (vector loads and stores) when d
 // / 2 is a multiple of 4, else 1. With pre.bias the row's bias is added
 // first; with pre.q_norm each q and k head is RMS-normalised before it
 // turns: one warp per head sums the squares first (rstd in shared memory).
 template <int V, typename In, typename T, typename W>
-__global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d]
-                               PagedShape sh, const float* __restrict__ inv_freq,  // [d/2]
-                               PagedCache cache, float* __restrict__ q,            // [n, H d]
-                               T* __restrict__ k_cache, T* __restrict__ v_cache, QkvPre<W> pre) {
+__device__ __forceinline__ void rope_kv_block(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d]
+                                              PagedShape sh,
+                                              const float* __restrict__ inv_freq,  // [d/2]
+                                              PagedCache cache, float* __restrict__ q,  // [n, H d]
+                                              T* __restrict__ k_cache, T* __restrict__ v_cache,
+                                              QkvPre<W> pre) {
   griddep_enter();
   __shared__ float cs[2][kMaxHalfDim];  // cos, sin of pair i at this token's position
   __shared__ float rstd[kMaxNormHeads];  // pre.q_norm: per q and k head
   const int half_dim = sh.head_dim / 2, d = sh.head_dim, runs = half_dim / V;
   const int token = blockIdx.x, p = cache.pos(token);
   const int heads = sh.n_heads + 2 * sh.n_kv_heads, turned = sh.n_heads + sh.n_kv_heads;
+  const size_t slot = cache.row(token, p);  // its loads in flight during the tables
   for (int i = threadIdx.x; i < half_dim; i += blockDim.x)
     sincosf(float(p) * inv_freq[i], &cs[1][i], &cs[0][i]);
   const In* row = qkv + size_t(token) * heads * d;
@@ -66,7 +74,6 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
     }
   }
   __syncthreads();  // every head below reads the tables its first threads wrote
-  const size_t slot = cache.row(token, p);
   for (int j = threadIdx.x; j < heads * runs; j += blockDim.x) {
     const int head = j / runs, i = (j % runs) * V;
     float a[V], b[V];
@@ -106,6 +113,23 @@ __global__ void rope_kv_kernel(const In* __restrict__ qkv,  // [n, (H + 2 Hkv) d
   }
 }
 
+template <int V, typename In, typename T, typename W>
+__global__ void rope_kv_kernel(const In* __restrict__ qkv, PagedShape sh,
+                               const float* __restrict__ inv_freq, PagedCache cache,
+                               float* __restrict__ q, T* __restrict__ k_cache,
+                               T* __restrict__ v_cache, QkvPre<W> pre) {
+  rope_kv_block<V>(qkv, sh, inv_freq, cache, q, k_cache, v_cache, pre);
+}
+
+template <int V, typename In, typename T, typename W>
+__global__ void __launch_bounds__(1024, 1)
+    rope_kv_wide_kernel(const In* __restrict__ qkv, PagedShape sh,
+                        const float* __restrict__ inv_freq, PagedCache cache,
+                        float* __restrict__ q, T* __restrict__ k_cache, T* __restrict__ v_cache,
+                        QkvPre<W> pre) {
+  rope_kv_block<V>(qkv, sh, inv_freq, cache, q, k_cache, v_cache, pre);
+}
+
 }  // namespace
 
 // ---- launchers -------------------------------------------------------------------
@@ -125,8 +149,21 @@ void paged_rope_kv(const In* qkv, PagedShape sh, int n, const float* inv_freq, P
   const LaunchConfig cfg{unsigned(n), 256, 0, s, sh.pdl};
   // Vector accesses: every row and head offset is a multiple of 4 elements;
   // the pointers must be too (fp32: 16 bytes, 16-bit: 8).
-  if (sh.head_dim % 8 == 0 && aligned_to(4 * sizeof(In), qkv) && aligned_to(16, q) &&
-      aligned_to(4 * sizeof(T), k, v) && aligned_to(4 * sizeof(W), pre.bias, pre.q_norm, pre.k_norm))
+  const bool vec = sh.head_dim % 8 == 0 && aligned_to(4 * sizeof(In), qkv) && aligned_to(16, q) &&
+                   aligned_to(4 * sizeof(T), k, v) &&
+                   aligned_to(4 * sizeof(W), pre.bias, pre.q_norm, pre.k_norm);
+  if constexpr (std::is_same_v<In, W>) {  // QKV in T: the batched steps' GEMM output
+    // Up to kRopeWideRows rows (fewer blocks than a Hopper GPU has SMs): a
+    // thread per run of every head (Llama-3-8B: 48 heads x 16 runs = 768), so
+    // no thread waits on a second round of loads. H100, 64 rows: 4.5 -> 3.3 us
+    // a launch, llmib-128-b64 FP8 + e4m3 KV +0.5 %. More rows keep 256 threads
+    // (bench/kernels/NOTES.md, session 23).
+    const int runs = (sh.n_heads + 2 * sh.n_kv_heads) * sh.head_dim / 8;
+    if (vec && n <= kRopeWideRows && runs > 256)
+      return launch({unsigned(n), unsigned(std::min(1024, (runs + 31) / 32 * 32)), 0, s, sh.pdl},
+                    rope_kv_wide_kernel<4, In, T, W>, qkv, sh, inv_freq, cache, q, k, v, pre);
+  }
+  if (vec)
     launch(cfg, rope_kv_kernel<4, In, T, W>, qkv, sh, inv_freq, cache, q, k, v, pre);
   else
     launch(cfg, rope_kv_kernel<1, In, T, W>, qkv, sh, inv_freq, cache, q, k, v, pre);
