@@ -39,9 +39,9 @@ struct PagedCache {
 // to 1,024, the launcher's wide blocks). The position's cos/sin pairs are
 // computed once per block (head_dim / 2 precise sincosf: angles reach
 // max_context radians, where the fast intrinsics lose all accuracy) and every
-// head's pairs (i, i + d/2) turn with them; thread j handles pairs i .. i + V
-// - 1 of head j / (d / 2V), i = V (j % (d / 2V)): V = 4 (vector loads and stores) when d
-// / 2 is a multiple of 4, else 1. With pre.bias the row's bias is added
+// head's pairs (i, i + d/2) turn with them; thread j handles pairs i .. i +
+// V - 1 of head j / (d / 2V), i = V (j % (d / 2V)): V = 4 (vector loads and
+// stores) when d / 2 is a multiple of 4, else 1. With pre.bias the row's bias is added
 // first; with pre.q_norm each q and k head is RMS-normalised before it
 // turns: one warp per head sums the squares first (rstd in shared memory).
 template <int V, typename In, typename T, typename W>
@@ -156,8 +156,9 @@ void paged_rope_kv(const In* qkv, PagedShape sh, int n, const float* inv_freq, P
     // Up to kRopeWideRows rows (fewer blocks than a Hopper GPU has SMs): a
     // thread per run of every head (Llama-3-8B: 48 heads x 16 runs = 768), so
     // no thread waits on a second round of loads. H100, 64 rows: 4.5 -> 3.3 us
-    // a launch, llmib-128-b64 FP8 + e4m3 KV +0.5 %. More rows keep 256 threads
-    // (bench/kernels/NOTES.md, session 23).
+    // a launch, llmib-128-b64 FP8 + e4m3 KV +0.5 %. More rows keep 256 threads:
+    // wide blocks there slowed max load (bench/kernels/NOTES.md, "rope_kv's
+    // wide blocks at few rows").
     const int runs = (sh.n_heads + 2 * sh.n_kv_heads) * sh.head_dim / 8;
     if (vec && n <= kRopeWideRows && runs > 256)
       return launch({unsigned(n), unsigned(std::min(1024, (runs + 31) / 32 * 32)), 0, s, sh.pdl},
