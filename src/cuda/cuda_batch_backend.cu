@@ -509,11 +509,23 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                  : std::string("cuBLAS GEMMs, algorithm per shape and row count "
                                                "tuned at start-up")});
       std::string att;
-      if (n_dec > 0)
+      if (n_dec > 0) {
+        // The split launch's rows and key bound as attend() passes them: the
+        // bucket's rows in a graph (whole-row graphs bound by their keys), the
+        // decode rows and their longest context in an eager step.
+        const int rows = graph ? graphs_.rows(bucket) : n_dec;
+        const int whole = paged_decode_whole_row_keys(rows, c_.num_kv_heads);
+        const int keys = !graph ? dec_keys : kind == DecodeGraphs::Kind::kWholeRows ? whole : 0;
+        PagedDecodeTuning tune;
+        tune.max_keys = keys;
+        const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
         att = short_attn ? cat("decode: one pass (every row <= ", short_keys_, " keys)")
-              : kind == DecodeGraphs::Kind::kWholeRows
+              : paged_decode_uses_stream(rows, sh, n_splits_, tune, kv8_)
+                  ? std::string("decode: streaming kernel, a warp per (row, kv head), rows whole")
+              : keys > 0 && keys <= whole
                   ? std::string("decode: split kernel, one slot per (row, kv head)")
                   : cat("decode: split over up to ", n_splits_, " partitions, then combined");
+      }
       if (n_pre > 0) att += cat(att.empty() ? "" : "; ", "prefill: tiled causal over the block table");
       p.push_back({"attention", att});
       p.push_back({"epilogues", gemm_->t_out() && T_ > mm.gemv_rows
