@@ -512,7 +512,9 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       if (n_dec > 0) {
         // The split launch's rows and key bound as attend() passes them: the
         // bucket's rows in a graph (whole-row graphs bound by their keys), the
-        // decode rows and their longest context in an eager step.
+        // decode rows and their longest context in an eager step. One slot a
+        // pair where the workspace has one split (max_model_len <= 512) or
+        // every row fits the whole-row bound.
         const int rows = graph ? graphs_.rows(bucket) : n_dec;
         const int whole = paged_decode_whole_row_keys(rows, c_.num_kv_heads);
         const int keys = !graph ? dec_keys : kind == DecodeGraphs::Kind::kWholeRows ? whole : 0;
@@ -522,7 +524,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
         att = short_attn ? cat("decode: one pass (every row <= ", short_keys_, " keys)")
               : paged_decode_uses_stream(rows, sh, n_splits_, tune, kv8_)
                   ? std::string("decode: streaming kernel, a warp per (row, kv head), rows whole")
-              : keys > 0 && keys <= whole
+              : n_splits_ == 1 || (keys > 0 && keys <= whole)
                   ? std::string("decode: split kernel, one slot per (row, kv head)")
                   : cat("decode: split over up to ", n_splits_, " partitions, then combined");
       }
