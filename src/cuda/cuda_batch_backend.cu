@@ -512,21 +512,20 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       if (n_dec > 0) {
         // The split launch's rows and key bound as attend() passes them: the
         // bucket's rows in a graph (whole-row graphs bound by their keys), the
-        // decode rows and their longest context in an eager step. One slot a
-        // pair where the workspace has one split (max_model_len <= 512) or
-        // every row fits the whole-row bound.
+        // decode rows and their longest context in an eager step.
         const int rows = graph ? graphs_.rows(bucket) : n_dec;
-        const int whole = paged_decode_whole_row_keys(rows, c_.num_kv_heads);
-        const int keys = !graph ? dec_keys : kind == DecodeGraphs::Kind::kWholeRows ? whole : 0;
         PagedDecodeTuning tune;
-        tune.max_keys = keys;
-        const PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
+        tune.max_keys = !graph ? dec_keys
+                        : kind == DecodeGraphs::Kind::kWholeRows
+                            ? paged_decode_whole_row_keys(rows, c_.num_kv_heads)
+                            : 0;
+        const PagedShape sh = paged_shape();
+        const int z = paged_decode_split_slots(rows, sh, n_splits_, tune);
         att = short_attn ? cat("decode: one pass (every row <= ", short_keys_, " keys)")
               : paged_decode_uses_stream(rows, sh, n_splits_, tune, kv8_)
                   ? std::string("decode: streaming kernel, a warp per (row, kv head), rows whole")
-              : n_splits_ == 1 || (keys > 0 && keys <= whole)
-                  ? std::string("decode: split kernel, one slot per (row, kv head)")
-                  : cat("decode: split over up to ", n_splits_, " partitions, then combined");
+              : z == 1 ? std::string("decode: split kernel, one slot per (row, kv head)")
+                       : cat("decode: split over up to ", z, " partitions, then combined");
       }
       if (n_pre > 0) att += cat(att.empty() ? "" : "; ", "prefill: tiled causal over the block table");
       p.push_back({"attention", att});
@@ -591,12 +590,17 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     int attn_keys = 0;         // split attention's grid for rows of <= this many keys (0: all)
   };
 
+  // The pools' shape (no layer's scales, no PDL).
+  PagedShape paged_shape() const {
+    return {c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
+  }
+
   // Layer l's pools and shape: f(kp, vp, sh) with kp, vp the layer's K and V
   // pools [blocks, bs, kv_dim] typed T or KvFp8 (e4m3, the layer's scales in
   // sh), the one place where the pool's element type becomes a type.
   template <typename F>
   void with_kv(int l, F&& f) {
-    PagedShape sh{c_.num_heads, c_.num_kv_heads, c_.head_dim, block_size_, max_blocks_};
+    PagedShape sh = paged_shape();
     sh.pdl = pdl_;
     const size_t off = size_t(l) * size_t(num_blocks_ + 1) * block_size_ * c_.kv_dim();
     if (kv8_) {

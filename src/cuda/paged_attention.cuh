@@ -135,6 +135,10 @@ struct PagedDecodeTuning {
 // stream_short_keys_e4m3 for e4m3 pools).
 bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
                               const PagedDecodeTuning& tune, bool e4m3 = false);
+// The split slots per (row, kv head) of such a launch's grid (1: every row
+// whole in one block per pair).
+int paged_decode_split_slots(int n_rows, const PagedShape& sh, int n_splits,
+                             const PagedDecodeTuning& tune);
 // unroll/prefetch are honoured for head_dim 128 (v2); 32 and 64 always use 2/true.
 template <typename T, typename KV = T>
 void paged_attention_decode_tuned(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,

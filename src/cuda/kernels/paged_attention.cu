@@ -328,6 +328,11 @@ bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
   return stream_applies(split_grid(n_rows, sh, n_splits, tune), sh, tune, e4m3);
 }
 
+int paged_decode_split_slots(int n_rows, const PagedShape& sh, int n_splits,
+                             const PagedDecodeTuning& tune) {
+  return split_grid(n_rows, sh, n_splits, tune).z;
+}
+
 template <typename T, typename KV, int HD, int G, int U, bool PF>
 void decode_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                    PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
