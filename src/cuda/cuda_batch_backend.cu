@@ -387,8 +387,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
 
     const bool short_attn = dec_keys <= short_keys_;  // padding rows: one key
     if (use_graph && profile_persistent_) {  // profile_step(): the bucket's plan, eagerly
-      forward(StepPlan{rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m, graphs_.matmul(bucket),
-                       short_attn, dec_keys});
+      forward(planned(StepPlan{rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m,
+                               graphs_.matmul(bucket), short_attn, dec_keys}));
     } else if (use_graph) {
       DecodeGraphs::Kind kind = DecodeGraphs::Kind::kRegular;
       HAYATE_CUDA_CHECK(cudaGraphLaunch(graphs_.graph(bucket, short_attn, dec_keys, &kind), s_));
@@ -396,8 +396,8 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
          : kind == DecodeGraphs::Kind::kWholeRows ? replays_.whole_rows
                                                   : replays_.regular);
     } else {
-      forward(StepPlan{rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m,
-                       Matmul{graphs_.gemv_max(), false}, short_attn, dec_keys});
+      forward(planned(StepPlan{rows, d_dec_, n_dec, n_tiles, d_sample_rows_, m,
+                               Matmul{graphs_.gemv_max(), false}, short_attn, dec_keys}));
     }
     // The logits rows of each all_logits seq, and each sampling seq's output
     // slot (its logits row; graph: the seq's own row).
@@ -509,6 +509,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                                  : std::string("cuBLAS GEMMs, algorithm per shape and row count "
                                                "tuned at start-up")});
       std::string att;
+      bool rope_in_attn = false;
       if (n_dec > 0) {
         // The split launch's rows and key bound as attend() passes them: the
         // bucket's rows in a graph (whole-row graphs bound by their keys), the
@@ -526,12 +527,18 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
                   ? std::string("decode: streaming kernel, a warp per (row, kv head), rows whole")
               : z == 1 ? std::string("decode: split kernel, one slot per (row, kv head)")
                        : cat("decode: split over up to ", z, " partitions, then combined");
+        rope_in_attn = planned(StepPlan{graph ? rows : T_, nullptr, rows, n_pre, nullptr, 0, mm,
+                                        short_attn, tune.max_keys})
+                           .rope_in_attn;
+        if (rope_in_attn) att += "; RoPE and the KV append inside it (no rope_kv launch)";
       }
       if (n_pre > 0) att += cat(att.empty() ? "" : "; ", "prefill: tiled causal over the block table");
       p.push_back({"attention", att});
       p.push_back({"epilogues", gemm_->t_out() && T_ > mm.gemv_rows
-                                    ? "QKV, gate/up write fp16 (read by rope_kv, silu_mul); o_proj, "
-                                      "down accumulate into the fp32 residual"
+                                    ? cat("QKV, gate/up write fp16 (read by ",
+                                          rope_in_attn ? "the attention" : "rope_kv",
+                                          ", silu_mul); o_proj, down accumulate into the fp32 "
+                                          "residual")
                                     : "every product writes fp32; o_proj, down accumulate into the "
                                       "residual"});
     }
@@ -588,7 +595,18 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     Matmul mm;                 // batched GEMV rows; bucket 1 on the persistent kernel
     bool short_attn = false;   // every decode row fits the one-pass attention
     int attn_keys = 0;         // split attention's grid for rows of <= this many keys (0: all)
+    bool rope_in_attn = false;  // decode-only: RoPE and the KV append in the split attention
   };
+
+  // The plan's choices that follow from its shapes.
+  StepPlan planned(StepPlan p) const {
+    const bool qkv_t = w_.fp8 || (gemm_->t_out() && p.rows > p.mm.gemv_rows);
+    p.rope_in_attn =
+        !c_.qk_norm && qkv_t && p.n_tiles == 0 && p.n_dec == p.rows && !p.short_attn &&
+        !p.mm.persistent &&
+        paged_decode_rope_supported(p.n_dec, paged_shape(), n_splits_, p.attn_keys, kv8_);
+    return p;
+  }
 
   // The pools' shape (no layer's scales, no PDL).
   PagedShape paged_shape() const {
@@ -652,6 +670,13 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       else
         matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, p.mm);  // QKV [rows, qkv]
       with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
+        // Decode-only steps: RoPE, K, V -> pool and ATT [rows, qd] in one kernel
+        if (p.rope_in_attn) {
+          paged_attention_decode_rope(big_t, L.bqkv, inv_freq_, kp, vp, sh, meta, p.dec_rows,
+                                      p.n_dec, n_splits_, p.attn_keys, part_o_, part_ml_, attn_,
+                                      s_);
+          return;
+        }
         if (t_out)  // Q roped (biases, q/k norms first); K, V -> pool
           paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
         else
@@ -687,6 +712,13 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       rmsnorm_fp8(h_, L.attn_norm, rows, D, eps, L.qkv8.input_scale, xq_, xs_, s_);  // XQ [rows, D]
       gemm_->fp8(L.qkv8, xq_, xs_, rows, qkvd, D, big_t, false);  // QKV [rows, qkv] T
       with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
+        // Decode-only steps: RoPE, K, V -> pool and ATT [rows, qd] in one kernel
+        if (p.rope_in_attn) {
+          paged_attention_decode_rope(big_t, L.bqkv, inv_freq_, kp, vp, sh, meta, p.dec_rows,
+                                      p.n_dec, n_splits_, p.attn_keys, part_o_, part_ml_, attn_,
+                                      s_);
+          return;
+        }
         // Q roped (biases, q/k norms first); K, V -> pool
         paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
         attend(p, sh, kp, vp);  // ATT [rows, qd]
@@ -991,11 +1023,11 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
       const int wk = paged_decode_whole_row_keys(B, c_.num_kv_heads);
       return wk < max_blocks_ * block_size_ ? wk : 0;
     };
-    graphs_.capture(max_seqs_, matmul_, persist_.layers != nullptr, !w_.fp8, kShortGraphMaxRows,
-                    whole_keys,
-                    s_, [&](int B, Matmul mm, bool short_attn, int attn_keys) {
-                      forward(StepPlan{B, d_ident_, B, 0, d_ident_, B, mm, short_attn, attn_keys});
-                    });
+    graphs_.capture(
+        max_seqs_, matmul_, persist_.layers != nullptr, !w_.fp8, kShortGraphMaxRows, whole_keys, s_,
+        [&](int B, Matmul mm, bool short_attn, int attn_keys) {
+          forward(planned(StepPlan{B, d_ident_, B, 0, d_ident_, B, mm, short_attn, attn_keys}));
+        });
   }
 
   // The two samplers' crossover on this device (auto): one row through the

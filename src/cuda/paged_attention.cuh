@@ -74,6 +74,23 @@ void paged_attention_decode(const float* q, const KV* k_pool, const KV* v_pool, 
                             PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
                             int max_keys, float* part_o, float* part_ml, T* out, cudaStream_t s);
 
+// paged_attention_decode with RoPE and the KV append of the rows folded in,
+// for a decode-only step: row rows[i]'s query heads come from its QKV row
+// qkv [*, (n_heads + 2 n_kv_heads) head_dim] in T (the product's output; bias
+// [that width] added first, or null) and are turned in registers, and its
+// new K and V are turned / written into the pools (as paged_rope_kv writes
+// them) by the block of the split that holds the new position before that
+// block reads them; no roped q is written. Only where
+// paged_decode_rope_supported (head_dim 128 on the tensor-core split
+// kernel, not the streaming one); no per-head q/k norms.
+bool paged_decode_rope_supported(int n_rows, const PagedShape& sh, int n_splits, int max_keys,
+                                 bool e4m3);
+template <typename T, typename KV = T>
+void paged_attention_decode_rope(const T* qkv, const T* bias, const float* inv_freq, KV* k_pool,
+                                 KV* v_pool, PagedShape sh, PagedMeta meta, const int32_t* rows,
+                                 int n_rows, int n_splits, int max_keys, float* part_o,
+                                 float* part_ml, T* out, cudaStream_t s);
+
 // With max_keys at most this, a decode launch of n_rows rows gives every row
 // one split and has no empty split slots (many pairs: rows up to big_min_part
 // keys stay whole); 0 where no bound does (few pairs: short rows are split to

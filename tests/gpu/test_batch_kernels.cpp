@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <tuple>
+#include <type_traits>
 
 #include "cpu/ops.h"
 #include "cuda/ops.h"
@@ -111,6 +112,107 @@ TYPED_TEST(BatchKernelTest, PagedRopeKvFromTAndF32) {
           touched += !std::isnan(k_all[r * kv_dim + e]) + !std::isnan(v_all[r * kv_dim + e]);
     EXPECT_EQ(touched, 0u) << "pool rows written that no token owns";
   }
+}
+
+// Pool contents as floats: T's values, or e4m3 code values (unscaled).
+template <typename KV>
+std::vector<float> pool_values(const Dev<KV>& d) {
+  if constexpr (std::is_same_v<KV, KvFp8>) {
+    const std::vector<KV> c = d.download();
+    std::vector<float> f(c.size());
+    for (size_t i = 0; i < c.size(); ++i) f[i] = float(c[i]);
+    return f;
+  } else {
+    return download_f(d);
+  }
+}
+template <typename KV>
+Dev<KV> pool_from(const std::vector<float>& v) {
+  if constexpr (std::is_same_v<KV, KvFp8>) {
+    std::vector<KV> c(v.size());
+    for (size_t i = 0; i < v.size(); ++i) c[i] = KV(v[i]);
+    return Dev<KV>(c);
+  } else {
+    return dev_t<KV>(v);
+  }
+}
+
+// paged_attention_decode_rope (RoPE and the KV append inside the split
+// kernel) against what it replaces, paged_rope_kv then paged_attention_decode
+// (each checked against the CPU above and in gpu_paged_attention_tests), on
+// the same QKV rows and the same pools filled with earlier keys: the
+// attention output, and the whole pools (the new rows written alike, no other
+// touched). Each row its own sequence; positions from 0 (a graph's padding
+// row: one key) to rows cut into several splits (few pairs), and 64 rows of
+// one split each (many pairs).
+template <typename T, typename KV>
+void rope_in_attention_case(std::mt19937_64& rng, int H, int Hkv, bool with_bias,
+                            const std::vector<int32_t>& pos, int max_blocks) {
+  constexpr bool e4m3 = std::is_same_v<KV, KvFp8>;
+  SCOPED_TRACE(::testing::Message() << "H " << H << " Hkv " << Hkv << " bias " << with_bias
+                                    << " rows " << pos.size() << " pool " << (e4m3 ? "e4m3" : "T"));
+  const int d = 128, bs = 16, n = int(pos.size()), n_splits = 8;
+  const int q_dim = H * d, kv_dim = Hkv * d, width = q_dim + 2 * kv_dim;
+  const int num_blocks = n * max_blocks + 1;
+  const size_t rows_n = size_t(n);
+  std::vector<int32_t> seq(rows_n), rows(rows_n), tables(rows_n * max_blocks);
+  std::iota(seq.begin(), seq.end(), 0);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::shuffle(tables.begin(), tables.end(), rng);  // distinct blocks < num_blocks
+  auto qkv = random_vec(size_t(n) * width, rng, -2.0f, 2.0f);
+  auto bias = random_vec(size_t(width), rng, -1.0f, 1.0f);
+  auto inv = random_vec(d / 2, rng, 0.0f, 1.0f);
+  round_to<T>(qkv), round_to<T>(bias);
+  // Earlier keys: every pool element holds a value (codes of values within range).
+  auto pool_k = random_vec(size_t(num_blocks) * bs * kv_dim, rng, -3.0f, 3.0f);
+  auto pool_v = random_vec(pool_k.size(), rng, -3.0f, 3.0f);
+  Dev<KV> ka = pool_from<KV>(pool_k), va = pool_from<KV>(pool_v);
+  Dev<KV> kb = pool_from<KV>(pool_k), vb = pool_from<KV>(pool_v);
+  Dev<T> dqkv = dev_t<T>(qkv), dbias = dev_t<T>(bias);
+  Dev<float> dinv(inv), dq(size_t(n) * q_dim);
+  Dev<int32_t> dpos(pos), dseq(seq), drows(rows), dtab(tables);
+  PagedShape sh{H, Hkv, d, bs, max_blocks};
+  if (e4m3) sh.k_scale = 0.5f, sh.v_scale = 0.25f;
+  const PagedMeta meta{dpos.get(), dseq.get(), dtab.get()};
+  ASSERT_TRUE(paged_decode_rope_supported(n, sh, n_splits, 0, e4m3));
+  const size_t parts = size_t(n) * H * n_splits;
+  Dev<float> po_a(parts * d), pml_a(parts * 2), po_b(parts * d), pml_b(parts * 2);
+  Dev<T> out_a(size_t(n) * q_dim), out_b(size_t(n) * q_dim);  // poisoned
+  QkvPre<T> pre;
+  if (with_bias) pre.bias = dbias.get();
+  paged_rope_kv<T, KV, T>(dqkv.get(), sh, n, dinv.get(), meta, dq.get(), ka.get(), va.get(),
+                          nullptr, pre);
+  paged_attention_decode<T, KV>(dq.get(), ka.get(), va.get(), sh, meta, drows.get(), n, n_splits, 0,
+                                po_a.get(), pml_a.get(), out_a.get(), nullptr);
+  paged_attention_decode_rope<T, KV>(dqkv.get(), with_bias ? dbias.get() : nullptr, dinv.get(),
+                                     kb.get(), vb.get(), sh, meta, drows.get(), n, n_splits, 0,
+                                     po_b.get(), pml_b.get(), out_b.get(), nullptr);
+  // The same arithmetic compiled in two kernels: a multiply-add may contract
+  // differently, moving a value by an fp32 ulp and, rarely, its rounding to T
+  // or its e4m3 code by one step.
+  const float pool_rtol = e4m3 ? 0.13f : out_rtol<T>();
+  expect_close(pool_values(kb), pool_values(ka), 0.0f, pool_rtol, "k pool");
+  expect_close(pool_values(vb), pool_values(va), 0.0f, pool_rtol, "v pool");
+  expect_close(download_f(out_b), download_f(out_a), 2e-3f, 2 * out_rtol<T>(), "attention output");
+}
+
+TYPED_TEST(BatchKernelTest, PagedDecodeRopeMatchesRopeKvThenAttention) {
+  using T = TypeParam;
+  SCOPED_TRACE(::testing::Message() << "seed " << this->seed_);
+  const std::vector<int32_t> few = {0, 15, 16, 200, 700, 1500};  // several splits
+  std::vector<int32_t> many(64);                                 // one split each
+  std::uniform_int_distribution<int32_t> len(0, 600);
+  for (int32_t& p : many) p = len(this->rng_);
+  for (bool b : {false, true}) {
+    rope_in_attention_case<T, T>(this->rng_, 32, 8, b, few, 94);
+    rope_in_attention_case<T, KvFp8>(this->rng_, 32, 8, b, few, 94);
+    rope_in_attention_case<T, T>(this->rng_, 28, 4, b, few, 94);  // group 7 (Qwen2.5-7B)
+    rope_in_attention_case<T, KvFp8>(this->rng_, 28, 4, b, few, 94);
+  }
+  rope_in_attention_case<T, T>(this->rng_, 32, 8, false, many, 40);
+  rope_in_attention_case<T, KvFp8>(this->rng_, 32, 8, false, many, 40);
+  rope_in_attention_case<T, KvFp8>(this->rng_, 28, 4, true, many, 40);
 }
 
 // The 8-wide kernel (inter % 8 == 0), the scalar one (other widths, or an

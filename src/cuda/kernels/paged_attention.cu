@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/check.h"
 #include "cuda/kernels/common.cuh"
 #include "cuda/kernels/fp8.cuh"
 #include "cuda/kernels/paged_common.cuh"
@@ -333,6 +334,17 @@ int paged_decode_split_slots(int n_rows, const PagedShape& sh, int n_splits,
   return split_grid(n_rows, sh, n_splits, tune).z;
 }
 
+// The splits' combine (launches whose grid has z > 1 split slots).
+template <typename T, int HD>
+void combine_launch(const PagedShape& sh, PagedMeta meta, const int32_t* rows, int n_rows,
+                    int n_splits, int z, int min_part, const float* part_o, const float* part_ml,
+                    T* out, cudaStream_t s) {
+  launch({dim3(unsigned(n_rows), unsigned((sh.n_heads + kCombineHeads - 1) / kCombineHeads)),
+          unsigned(kCombineHeads * HD), 0, s, sh.pdl},
+         paged_decode_combine_kernel<T>, sh, meta, rows, n_splits, z, min_part, part_o, part_ml,
+         out);
+}
+
 template <typename T, typename KV, int HD, int G, int U, bool PF>
 void decode_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShape sh,
                    PagedMeta meta, const int32_t* rows, int n_rows, int n_splits,
@@ -356,10 +368,7 @@ void decode_launch(const float* q, const KV* k_pool, const KV* v_pool, PagedShap
            paged_decode_kernel<T, KV, HD, G, U, PF>, q, k_pool, v_pool, sh, meta, rows, n_splits,
            min_part, part_o, part_ml, out);
   if (z > 1)
-    launch({dim3(unsigned(n_rows), unsigned((sh.n_heads + kCombineHeads - 1) / kCombineHeads)),
-            unsigned(kCombineHeads * HD), 0, s, sh.pdl},
-           paged_decode_combine_kernel<T>, sh, meta, rows, n_splits, z, min_part,
-           static_cast<const float*>(part_o), static_cast<const float*>(part_ml), out);
+    combine_launch<T, HD>(sh, meta, rows, n_rows, n_splits, z, min_part, part_o, part_ml, out, s);
 }
 
 // The one dispatch place: head_dim, group (rounded up to a power of two; the
@@ -439,6 +448,34 @@ void paged_attention_decode(const float* q, const KV* k_pool, const KV* v_pool, 
                                part_ml, out, s);
 }
 
+bool paged_decode_rope_supported(int n_rows, const PagedShape& sh, int n_splits, int max_keys,
+                                 bool e4m3) {
+  PagedDecodeTuning tune;
+  tune.max_keys = max_keys;
+  const SplitGrid grid = split_grid(n_rows, sh, n_splits, tune);
+  return sh.head_dim == 128 && tune.mma && paged_shape_supported(sh.n_heads, sh.n_kv_heads, 128) &&
+         !stream_applies(grid, sh, tune, e4m3) && !(grid.many && tune.mma_helpers);
+}
+
+template <typename T, typename KV>
+void paged_attention_decode_rope(const T* qkv, const T* bias, const float* inv_freq, KV* k_pool,
+                                 KV* v_pool, PagedShape sh, PagedMeta meta, const int32_t* rows,
+                                 int n_rows, int n_splits, int max_keys, float* part_o,
+                                 float* part_ml, T* out, cudaStream_t s) {
+  HAYATE_CHECK(paged_decode_rope_supported(n_rows, sh, n_splits, max_keys, kKvFp8<KV>),
+               "paged_attention_decode_rope: the launch (", n_rows, " rows, head_dim ", sh.head_dim,
+               ") does not run the tensor-core split kernel");
+  PagedDecodeTuning tune;
+  tune.max_keys = max_keys;
+  const SplitGrid grid = split_grid(n_rows, sh, n_splits, tune);
+  paged_decode_mma_rope_launch(qkv, bias, inv_freq, k_pool, v_pool, sh, meta, rows, n_rows,
+                               n_splits, grid.z, grid.min_part, tune.mma_blocks, part_o, part_ml,
+                               out, s);
+  if (grid.z > 1)
+    combine_launch<T, 128>(sh, meta, rows, n_rows, n_splits, grid.z, grid.min_part, part_o, part_ml,
+                           out, s);
+}
+
 int paged_decode_whole_row_keys(int n_rows, int n_kv_heads) {
   const PagedDecodeTuning tune;
   return std::max(1, n_rows * n_kv_heads) >= tune.many_pairs ? tune.big_min_part : 0;
@@ -456,13 +493,16 @@ void mask_argmax_rows(float* logits, int vocab, const int32_t* rows, const uint3
          words, out);
 }
 
-#define HAYATE_PAGED_INSTANTIATE(T, KV)                                                          \
-  template void paged_attention_decode<T, KV>(const float*, const KV*, const KV*, PagedShape,    \
-                                              PagedMeta, const int32_t*, int, int, int, float*,  \
-                                              float*, T*, cudaStream_t);                         \
-  template void paged_attention_decode_tuned<T, KV>(                                             \
-      const float*, const KV*, const KV*, PagedShape, PagedMeta, const int32_t*, int, int,       \
-      PagedDecodeTuning, float*, float*, T*, cudaStream_t);
+#define HAYATE_PAGED_INSTANTIATE(T, KV)                                                         \
+  template void paged_attention_decode<T, KV>(const float*, const KV*, const KV*, PagedShape,   \
+                                              PagedMeta, const int32_t*, int, int, int, float*, \
+                                              float*, T*, cudaStream_t);                        \
+  template void paged_attention_decode_tuned<T, KV>(                                            \
+      const float*, const KV*, const KV*, PagedShape, PagedMeta, const int32_t*, int, int,      \
+      PagedDecodeTuning, float*, float*, T*, cudaStream_t);                                     \
+  template void paged_attention_decode_rope<T, KV>(const T*, const T*, const float*, KV*, KV*,  \
+                                                   PagedShape, PagedMeta, const int32_t*, int,  \
+                                                   int, int, float*, float*, T*, cudaStream_t);
 HAYATE_PAGED_INSTANTIATE(half, half)
 HAYATE_PAGED_INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
 HAYATE_PAGED_INSTANTIATE(half, KvFp8)

@@ -91,4 +91,14 @@ void paged_decode_mma_launch(const float* q, const KV* k_pool, const KV* v_pool,
                              int min_part, int min_blocks, bool helpers, float* part_o,
                              float* part_ml, T* out, cudaStream_t s);
 
+// The split kernel of paged_decode_mma_launch (no helpers) with RoPE and the
+// KV append folded in (paged_attention_decode_rope): query heads from qkv
+// [*, (n_heads + 2 n_kv_heads) 128] in T (+ bias, or null), the new K/V row
+// written by the block of the split holding it.
+template <typename T, typename KV>
+void paged_decode_mma_rope_launch(const T* qkv, const T* bias, const float* inv_freq, KV* k_pool,
+                                  KV* v_pool, PagedShape sh, PagedMeta meta, const int32_t* rows,
+                                  int n_rows, int n_splits, int z, int min_part, int min_blocks,
+                                  float* part_o, float* part_ml, T* out, cudaStream_t s);
+
 }  // namespace hayate::cuda

@@ -38,6 +38,7 @@
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/paged_common.cuh"
 #include "cuda/kernels/paged_decode.cuh"
+#include "cuda/kernels/rope.cuh"
 #include "cuda/launch.h"
 
 namespace hayate::cuda {
@@ -83,6 +84,43 @@ __device__ __forceinline__ void load_q(const float* __restrict__ q, const PagedS
     qa[j][2] = pack2<T>(hi.x * scale, hi.y * scale);
     qa[j][3] = pack2<T>(hi.z * scale, hi.w * scale);
   }
+}
+
+// load_q's fragments from the QKV product's row instead of q (the split
+// kernel with RoPE folded in, paged_decode_mma_rope_kernel): head g's dims as
+// T, the bias added (Qwen2's; null: none), pairs (i, i + 64) turned by cs,
+// then load_q's scale and rounding. A lane's dims (4j + t) 8 .. + 7 and
+// (4(j + 2) + t) 8 .. + 7 are such pairs (j < 2), so the turn needs no
+// exchange. src: the row's QKV [(n_heads + 2 n_kv_heads) kHd], 16-byte aligned.
+template <typename M, typename T>
+__device__ __forceinline__ void load_q_roped(const T* __restrict__ src, const T* __restrict__ bias,
+                                             const PagedShape& sh, int kh, int Gr, int g, int t,
+                                             const float (&cs)[2][kHd / 2], uint32_t (&qa)[4][4]) {
+  const float scale = rsqrtf(float(kHd)) * 1.4426950408889634f * sh.k_scale;
+  float f[4][8];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int e = (kh * Gr + g) * kHd + (4 * j + t) * 8;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) f[j][r] = 0.0f;
+    if (g < Gr) {
+      unpack8<T>(*reinterpret_cast<const uint4*>(src + e), f[j]);
+      if (bias)
+#pragma unroll
+        for (int r = 0; r < 8; ++r) f[j][r] += to_f32(bias[e + r]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      const int i = (4 * j + t) * 8 + r;
+      rope_turn(f[j][r], f[j + 2][r], cs[0][i], cs[1][i]);
+    }
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) qa[j][r] = pack2<M>(f[j][2 * r] * scale, f[j][2 * r + 1] * scale);
 }
 
 // K and V stay in registers as loaded (e4m3 codes or T) and turn into MmaT
@@ -235,12 +273,13 @@ __device__ __forceinline__ void for_each_o_tile(const float (&o)[8][4], int g, F
 // Split sp (keys [k0, k1)) of row i = rows[i], kv head kh, by the block's 4
 // warps (16-key steps round-robin). Ends with the block's merge (a
 // __syncthreads inside).
+// qa: the lane's Q fragments (load_q or load_q_roped). The pools are not
+// declared read-only here: the RoPE kernel has written its new row just before.
 template <typename T, typename KV>
 __device__ __forceinline__ void mma_split(
-    const float* __restrict__ q, const KV* __restrict__ k_pool, const KV* __restrict__ v_pool,
-    const PagedShape& sh, const PagedMeta& meta, int i, int row, int kh, int sp, int2 plan, int len,
-    int n_splits, float* __restrict__ part_o,
-    float* __restrict__ part_ml, T* __restrict__ out,
+    const uint32_t (&qa)[4][4], const KV* k_pool, const KV* v_pool, const PagedShape& sh,
+    const PagedMeta& meta, int i, int row, int kh, int sp, int2 plan, int len, int n_splits,
+    float* __restrict__ part_o, float* __restrict__ part_ml, T* __restrict__ out,
     float (&s_acc)[kDecodeWarps][kRowsG][kHd], float (&s_ml)[kDecodeWarps][kRowsG][2]) {
   const int k0 = sp * plan.y, k1 = min(len, k0 + plan.y);
   const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * kHd, bs = sh.block_size;
@@ -248,8 +287,6 @@ __device__ __forceinline__ void mma_split(
   const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
 
   using M = MmaT<T, KV>;
-  uint32_t qa[4][4];
-  load_q<M>(q, sh, row, kh, Gr, g, t, qa);
   float o[8][4];
 #pragma unroll
   for (int mt = 0; mt < 8; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
@@ -319,7 +356,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
   const int row = rows[i], len = meta.tok_pos[row] + 1;
   const int2 plan = decode_split_plan(len, z, min_part);
   if (sp >= plan.x) return;
-  mma_split<T, KV>(q, k_pool, v_pool, sh, meta, i, row, kh, sp, plan, len, n_splits, part_o,
+  const int lane = threadIdx.x % 32;
+  uint32_t qa[4][4];
+  load_q<MmaT<T, KV>>(q, sh, row, kh, sh.n_heads / sh.n_kv_heads, lane / 4, lane % 4, qa);
+  mma_split<T, KV>(qa, k_pool, v_pool, sh, meta, i, row, kh, sp, plan, len, n_splits, part_o,
                    part_ml, out, s_acc, s_ml);
 }
 
@@ -365,14 +405,81 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
       const int len = s_len[j];  // uniform over the block
       if (len == 0) continue;
       if (seen++ % kHelpers != int(blockIdx.x)) continue;
-      const int i = first + j;
-      mma_split<T, KV>(q, k_pool, v_pool, sh, meta, i, rows[i], kh, sp,
-                   decode_split_plan(len, z, min_part), len, n_splits, part_o, part_ml, out, s_acc,
-                   s_ml);
+      const int i = first + j, lane = threadIdx.x % 32;
+      uint32_t qa[4][4];
+      load_q<MmaT<T, KV>>(q, sh, rows[i], kh, sh.n_heads / sh.n_kv_heads, lane / 4, lane % 4, qa);
+      mma_split<T, KV>(qa, k_pool, v_pool, sh, meta, i, rows[i], kh, sp,
+                       decode_split_plan(len, z, min_part), len, n_splits, part_o, part_ml, out,
+                       s_acc, s_ml);
       __syncthreads();  // s_acc / s_ml free for the next row
     }
     __syncthreads();  // s_len free for the next pass
   }
+}
+
+// ---- the split kernel with RoPE and the KV append folded in ----
+
+// paged_attention_decode_rope: the split kernel's block (row i, kv head kh,
+// split sp) of a decode-only step reads its query heads from the QKV
+// product's row (load_q_roped) instead of a roped q, and the block of the
+// split that holds the new position first turns the row's K head and writes
+// K and V into the pools (rope_kv's arithmetic: precise sincosf, the turn in
+// fp32, kv_store_run), so no other kernel runs between the product and the
+// attention. Threads 0..63 compute pair tid's cos/sin (the table load_q_roped
+// reads) and turn K's pair tid; threads 64..127 copy V's dims 2(tid - 64),
+// + 1. One barrier makes the table and the pool row visible to the block's
+// warps; no other block reads that (row, kv head)'s pool row in the launch.
+// The pools are plain pointers (not read-only): this launch writes them.
+template <typename T, typename KV, int MINB>
+__global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
+    paged_decode_mma_rope_kernel(const T* __restrict__ qkv, const T* __restrict__ bias,
+                                 const float* __restrict__ inv_freq, KV* k_pool, KV* v_pool,
+                                 PagedShape sh, PagedMeta meta, const int32_t* __restrict__ rows,
+                                 int n_splits, int z, int min_part, float* __restrict__ part_o,
+                                 float* __restrict__ part_ml, T* __restrict__ out) {
+  static_assert(kDecodeWarps * 32 == kHd, "a thread per K pair and per V pair");
+  griddep_enter();
+  __shared__ float s_acc[kDecodeWarps][kRowsG][kHd];
+  __shared__ float s_ml[kDecodeWarps][kRowsG][2];
+  __shared__ float s_cs[2][kHd / 2];
+  const int i = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, tid = threadIdx.x;
+  const int row = rows[i], p = meta.tok_pos[row], len = p + 1;
+  const int2 plan = decode_split_plan(len, z, min_part);
+  if (sp >= plan.x) return;
+  const int Gr = sh.n_heads / sh.n_kv_heads, kv_dim = sh.n_kv_heads * kHd;
+  const T* src = qkv + size_t(row) * (sh.n_heads + 2 * sh.n_kv_heads) * kHd;
+  const bool append = sp == plan.x - 1;  // this split holds position p
+  size_t slot = 0;
+  if (append) {
+    const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
+    slot = (size_t(table[p / sh.block_size]) * sh.block_size + p % sh.block_size) * kv_dim +
+           size_t(kh) * kHd;
+  }
+  if (tid < kHd / 2) {
+    float c, s;
+    sincosf(float(p) * inv_freq[tid], &s, &c);
+    s_cs[0][tid] = c;
+    s_cs[1][tid] = s;
+    if (append) {
+      const int e = (sh.n_heads + kh) * kHd + tid;
+      float a[1] = {to_f32(src[e])}, b[1] = {to_f32(src[e + kHd / 2])};
+      if (bias) a[0] += to_f32(bias[e]), b[0] += to_f32(bias[e + kHd / 2]);
+      rope_turn(a[0], b[0], c, s);
+      kv_store_run<1>(k_pool + slot + tid, a, sh.k_scale);
+      kv_store_run<1>(k_pool + slot + tid + kHd / 2, b, sh.k_scale);
+    }
+  } else if (append) {
+    const int d = 2 * (tid - kHd / 2), e = (sh.n_heads + sh.n_kv_heads + kh) * kHd + d;
+    float v[2] = {to_f32(src[e]), to_f32(src[e + 1])};
+    if (bias) v[0] += to_f32(bias[e]), v[1] += to_f32(bias[e + 1]);
+    kv_store_run<2>(v_pool + slot + d, v, sh.v_scale);
+  }
+  __syncthreads();  // s_cs, and the new K/V row for this block's warps
+  const int lane = tid % 32;
+  uint32_t qa[4][4];
+  load_q_roped<MmaT<T, KV>>(src, bias, sh, kh, Gr, lane / 4, lane % 4, s_cs, qa);
+  mma_split<T, KV>(qa, k_pool, v_pool, sh, meta, i, row, kh, sp, plan, len, n_splits, part_o,
+                   part_ml, out, s_acc, s_ml);
 }
 
 // ---- the streaming kernel: a warp per (row, kv head), every row one split ----
@@ -507,13 +614,31 @@ void paged_decode_mma_launch(const float* q, const KV* k_pool, const KV* v_pool,
                          helpers, part_o, part_ml, out, s);
 }
 
-#define HAYATE_DECODE_MMA(T, KV)                                                                 \
-  template void paged_decode_stream_launch<T, KV>(const float*, const KV*, const KV*, PagedShape, \
-                                                  PagedMeta, const int32_t*, int, T*,           \
-                                                  cudaStream_t);                                \
-  template void paged_decode_mma_launch<T, KV>(const float*, const KV*, const KV*, PagedShape,    \
+template <typename T, typename KV>
+void paged_decode_mma_rope_launch(const T* qkv, const T* bias, const float* inv_freq, KV* k_pool,
+                                  KV* v_pool, PagedShape sh, PagedMeta meta, const int32_t* rows,
+                                  int n_rows, int n_splits, int z, int min_part, int min_blocks,
+                                  float* part_o, float* part_ml, T* out, cudaStream_t s) {
+  const LaunchConfig cfg{dim3(unsigned(n_rows), unsigned(sh.n_kv_heads), unsigned(z)),
+                         kDecodeWarps * 32, 0, s, sh.pdl};
+  if (min_blocks >= 4)
+    launch(cfg, paged_decode_mma_rope_kernel<T, KV, 4>, qkv, bias, inv_freq, k_pool, v_pool, sh,
+           meta, rows, n_splits, z, min_part, part_o, part_ml, out);
+  else
+    launch(cfg, paged_decode_mma_rope_kernel<T, KV, 3>, qkv, bias, inv_freq, k_pool, v_pool, sh,
+           meta, rows, n_splits, z, min_part, part_o, part_ml, out);
+}
+
+#define HAYATE_DECODE_MMA(T, KV)                                                                   \
+  template void paged_decode_stream_launch<T, KV>(const float*, const KV*, const KV*, PagedShape,  \
+                                                  PagedMeta, const int32_t*, int, T*,              \
+                                                  cudaStream_t);                                   \
+  template void paged_decode_mma_launch<T, KV>(const float*, const KV*, const KV*, PagedShape,     \
                                                PagedMeta, const int32_t*, int, int, int, int, int, \
-                                               bool, float*, float*, T*, cudaStream_t);
+                                               bool, float*, float*, T*, cudaStream_t);            \
+  template void paged_decode_mma_rope_launch<T, KV>(                                               \
+      const T*, const T*, const float*, KV*, KV*, PagedShape, PagedMeta, const int32_t*, int, int, \
+      int, int, int, float*, float*, T*, cudaStream_t);
 HAYATE_DECODE_MMA(half, half)
 HAYATE_DECODE_MMA(__nv_bfloat16, __nv_bfloat16)
 HAYATE_DECODE_MMA(half, KvFp8)
