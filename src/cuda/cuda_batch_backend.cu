@@ -598,11 +598,16 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     bool rope_in_attn = false;  // decode-only: RoPE and the KV append in the split attention
   };
 
+  // Whether the step's QKV and gate/up products write T: FP8 steps always; 16-bit
+  // ones where cuBLASLt runs them (GEMV rows stay fp32).
+  bool qkv_in_t(const StepPlan& p) const {
+    return w_.fp8 || (gemm_->t_out() && p.rows > p.mm.gemv_rows);
+  }
+
   // The plan's choices that follow from its shapes.
   StepPlan planned(StepPlan p) const {
-    const bool qkv_t = w_.fp8 || (gemm_->t_out() && p.rows > p.mm.gemv_rows);
     p.rope_in_attn =
-        !c_.qk_norm && qkv_t && p.n_tiles == 0 && p.n_dec == p.rows && !p.short_attn &&
+        !c_.qk_norm && qkv_in_t(p) && p.n_tiles == 0 && p.n_dec == p.rows && !p.short_attn &&
         !p.mm.persistent &&
         paged_decode_rope_supported(p.n_dec, paged_shape(), n_splits_, p.attn_keys, kv8_);
     return p;
@@ -630,6 +635,28 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     }
   }
 
+  // Layer l's RoPE and KV append, then its attention, from the QKV rows in
+  // big_ (T where qkv_in_t, else fp32): in one kernel on decode-only steps
+  // (p.rope_in_attn), else paged_rope_kv (Q roped, biases and q/k norms
+  // first; K, V -> pool) then attend().
+  void rope_attend(const StepPlan& p, int l) {
+    const LayerWeights<T>& L = w_.layers[size_t(l)];
+    const PagedMeta meta{d_pos_, d_seq_, d_tables_};
+    const T* big_t = reinterpret_cast<const T*>(big_);
+    with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
+      if (p.rope_in_attn) {
+        paged_attention_decode_rope(big_t, L.bqkv, inv_freq_, kp, vp, sh, meta, p.dec_rows, p.n_dec,
+                                    n_splits_, p.attn_keys, part_o_, part_ml_, attn_, s_);
+        return;
+      }
+      if (qkv_in_t(p))
+        paged_rope_kv(big_t, sh, p.rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
+      else
+        paged_rope_kv(big_, sh, p.rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
+      attend(p, sh, kp, vp);  // ATT [rows, qd]
+    });
+  }
+
   // The decode rows' attention and the prefill tiles' (ATT [rows, qd] in T).
   template <typename KV>
   void attend(const StepPlan& p, const PagedShape& sh, const KV* kp, const KV* vp) {
@@ -648,9 +675,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const int D = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size;
     const int qd = c_.q_dim(), qkvd = c_.qkv_dim(), rows = p.rows;
     const float eps = c_.rms_norm_eps;
-    const PagedMeta meta{d_pos_, d_seq_, d_tables_};
-    // QKV and gate/up in T where cuBLASLt runs them (GEMV rows stay fp32).
-    const bool t_out = gemm_->t_out() && rows > p.mm.gemv_rows;
+    const bool t_out = qkv_in_t(p);
     T* big_t = reinterpret_cast<T*>(big_);
     embed(w_.embed, d_tokens_, rows, D, h_, s_, false);  // H [rows, D]
     if (p.mm.persistent) {  // bucket 1: every layer and the LM head in one kernel
@@ -669,20 +694,7 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
         (*gemm_)(L.wqkv, xn_, rows, qkvd, D, big_t, false);  // QKV [rows, qkv] T
       else
         matmul(L.wqkv, xn_, rows, qkvd, D, big_, 0.0f, p.mm);  // QKV [rows, qkv]
-      with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
-        // Decode-only steps: RoPE, K, V -> pool and ATT [rows, qd] in one kernel
-        if (p.rope_in_attn) {
-          paged_attention_decode_rope(big_t, L.bqkv, inv_freq_, kp, vp, sh, meta, p.dec_rows,
-                                      p.n_dec, n_splits_, p.attn_keys, part_o_, part_ml_, attn_,
-                                      s_);
-          return;
-        }
-        if (t_out)  // Q roped (biases, q/k norms first); K, V -> pool
-          paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
-        else
-          paged_rope_kv(big_, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
-        attend(p, sh, kp, vp);  // ATT [rows, qd]
-      });
+      rope_attend(p, l);                                  // Q roped, K, V -> pool; ATT [rows, qd]
       matmul(L.wo, attn_, rows, D, qd, h_, 1.0f, p.mm);   // H += ATT Wo^T
       rmsnorm(h_, L.ffn_norm, rows, D, eps, xn_, s_, pdl_);  // XN [rows, D]
       if (t_out) {
@@ -705,24 +717,12 @@ class CudaBatchBackend final : public BatchBackend, public LogitsPeek {
     const int D = c_.hidden_size, I = c_.intermediate_size;
     const int qd = c_.q_dim(), qkvd = c_.qkv_dim(), rows = p.rows;
     const float eps = c_.rms_norm_eps;
-    const PagedMeta meta{d_pos_, d_seq_, d_tables_};
     T* big_t = reinterpret_cast<T*>(big_);
     for (int l = 0; l < c_.num_layers; ++l) {
       const LayerWeights<T>& L = w_.layers[size_t(l)];
       rmsnorm_fp8(h_, L.attn_norm, rows, D, eps, L.qkv8.input_scale, xq_, xs_, s_);  // XQ [rows, D]
       gemm_->fp8(L.qkv8, xq_, xs_, rows, qkvd, D, big_t, false);  // QKV [rows, qkv] T
-      with_kv(l, [&](auto* kp, auto* vp, const PagedShape& sh) {  // pools [blocks, bs, kv_dim]
-        // Decode-only steps: RoPE, K, V -> pool and ATT [rows, qd] in one kernel
-        if (p.rope_in_attn) {
-          paged_attention_decode_rope(big_t, L.bqkv, inv_freq_, kp, vp, sh, meta, p.dec_rows,
-                                      p.n_dec, n_splits_, p.attn_keys, part_o_, part_ml_, attn_,
-                                      s_);
-          return;
-        }
-        // Q roped (biases, q/k norms first); K, V -> pool
-        paged_rope_kv(big_t, sh, rows, inv_freq_, meta, q_, kp, vp, s_, qkv_pre(L));
-        attend(p, sh, kp, vp);  // ATT [rows, qd]
-      });
+      rope_attend(p, l);  // Q roped, K, V -> pool; ATT [rows, qd]
       quantize_rows_fp8(attn_, rows, qd, L.o8.input_scale, xq_, xs_, s_);  // XQ [rows, qd]
       gemm_->fp8(L.o8, xq_, xs_, rows, D, qd, h_, true);                   // H += ATT Wo^T
       rmsnorm_fp8(h_, L.ffn_norm, rows, D, eps, L.gate_up8.input_scale, xq_, xs_, s_);

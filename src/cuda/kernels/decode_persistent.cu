@@ -94,10 +94,9 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
   int jd = 0;                   // tiles reduced: the `done` slots
   unsigned k = 0;               // grid barriers passed (thread 0)
   const int keys = *a.pos + 1;  // causal: positions [0, pos]
-  if (threadIdx.x < HD / 2) {   // precise: angles reach max_context radians
-    sincosf(float(keys - 1) * a.inv_freq[threadIdx.x], &rope_cs[HD / 2 + threadIdx.x],
-            &rope_cs[threadIdx.x]);
-  }
+  if (threadIdx.x < HD / 2)
+    rope_cos_sin(keys - 1, a.inv_freq[threadIdx.x], rope_cs[threadIdx.x],
+                 rope_cs[HD / 2 + threadIdx.x]);
   consumer_sync();  // rope_cs
   unsigned long long* const trace =  // `hayate profile` only: this block's timestamps
       kTrace && threadIdx.x == 0 ? a.trace + size_t(blockIdx.x) * persistent_trace_slots(L_)

@@ -83,8 +83,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
             bs = sh.block_size;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kg = lane / LPK, sub = lane % LPK;
   const int32_t* table = table_of(meta, meta.tok_seq[row], sh.max_blocks);
-  // log2(e): softmax via exp2; k_scale: an e4m3 pool's K scale (1 for T)
-  const float scale = rsqrtf(float(HD)) * 1.4426950408889634f * sh.k_scale;
+  const float scale = q_scale(HD, sh);
 
   float qf[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
@@ -322,6 +321,14 @@ bool stream_applies(const SplitGrid& grid, const PagedShape& sh, const PagedDeco
          sh.block_size % 16 == 0 && sh.n_heads / sh.n_kv_heads <= kPagedMaxGroup;
 }
 
+// Whether a launch with this grid runs the tensor-core split kernel (without
+// helpers), the one paged_attention_decode_rope folds RoPE into.
+bool rope_applies(const SplitGrid& grid, const PagedShape& sh, const PagedDecodeTuning& tune,
+                  bool e4m3) {
+  return sh.head_dim == 128 && tune.mma && paged_shape_supported(sh.n_heads, sh.n_kv_heads, 128) &&
+         !stream_applies(grid, sh, tune, e4m3) && !(grid.many && tune.mma_helpers);
+}
+
 }  // namespace
 
 bool paged_decode_uses_stream(int n_rows, const PagedShape& sh, int n_splits,
@@ -452,9 +459,7 @@ bool paged_decode_rope_supported(int n_rows, const PagedShape& sh, int n_splits,
                                  bool e4m3) {
   PagedDecodeTuning tune;
   tune.max_keys = max_keys;
-  const SplitGrid grid = split_grid(n_rows, sh, n_splits, tune);
-  return sh.head_dim == 128 && tune.mma && paged_shape_supported(sh.n_heads, sh.n_kv_heads, 128) &&
-         !stream_applies(grid, sh, tune, e4m3) && !(grid.many && tune.mma_helpers);
+  return rope_applies(split_grid(n_rows, sh, n_splits, tune), sh, tune, e4m3);
 }
 
 template <typename T, typename KV>
@@ -462,12 +467,12 @@ void paged_attention_decode_rope(const T* qkv, const T* bias, const float* inv_f
                                  KV* v_pool, PagedShape sh, PagedMeta meta, const int32_t* rows,
                                  int n_rows, int n_splits, int max_keys, float* part_o,
                                  float* part_ml, T* out, cudaStream_t s) {
-  HAYATE_CHECK(paged_decode_rope_supported(n_rows, sh, n_splits, max_keys, kKvFp8<KV>),
-               "paged_attention_decode_rope: the launch (", n_rows, " rows, head_dim ", sh.head_dim,
-               ") does not run the tensor-core split kernel");
   PagedDecodeTuning tune;
   tune.max_keys = max_keys;
   const SplitGrid grid = split_grid(n_rows, sh, n_splits, tune);
+  HAYATE_CHECK(rope_applies(grid, sh, tune, kKvFp8<KV>),
+               "paged_attention_decode_rope: the launch (", n_rows, " rows, head_dim ", sh.head_dim,
+               ") does not run the tensor-core split kernel");
   paged_decode_mma_rope_launch(qkv, bias, inv_freq, k_pool, v_pool, sh, meta, rows, n_rows,
                                n_splits, grid.z, grid.min_part, tune.mma_blocks, part_o, part_ml,
                                out, s);

@@ -65,11 +65,10 @@ using MmaT = std::conditional_t<kKvFp8<KV>, half, T>;
 template <typename T>
 __device__ __forceinline__ void load_q(const float* __restrict__ q, const PagedShape& sh, int row,
                                        int kh, int Gr, int g, int t, uint32_t (&qa)[4][4]) {
-  // log2(e): softmax via exp2; k_scale: an e4m3 pool's K scale (1 for T).
   // On e4m3 pools T is f16 even for bf16 models: q * scale stays far inside
   // f16's normal range for scales near 1 (a k_scale below ~1e-3 would push
   // small q entries into subnormals, losing bits).
-  const float scale = rsqrtf(float(kHd)) * 1.4426950408889634f * sh.k_scale;
+  const float scale = q_scale(kHd, sh);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     float4 lo = make_float4(0, 0, 0, 0), hi = lo;
@@ -96,7 +95,7 @@ template <typename M, typename T>
 __device__ __forceinline__ void load_q_roped(const T* __restrict__ src, const T* __restrict__ bias,
                                              const PagedShape& sh, int kh, int Gr, int g, int t,
                                              const float (&cs)[2][kHd / 2], uint32_t (&qa)[4][4]) {
-  const float scale = rsqrtf(float(kHd)) * 1.4426950408889634f * sh.k_scale;
+  const float scale = q_scale(kHd, sh);
   float f[4][8];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -457,7 +456,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, MINB)
   }
   if (tid < kHd / 2) {
     float c, s;
-    sincosf(float(p) * inv_freq[tid], &s, &c);
+    rope_cos_sin(p, inv_freq[tid], c, s);
     s_cs[0][tid] = c;
     s_cs[1][tid] = s;
     if (append) {

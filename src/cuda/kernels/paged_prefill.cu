@@ -119,8 +119,7 @@ __global__ void __launch_bounds__(kFaWarps * 32, 3)
   warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, 16));
 
   // Q's A fragments: qa[ks] = {row r0 cols 16ks + 2t, +1; r1 same; r0 +8; r1 +8}.
-  // log2(e): softmax via exp2; k_scale: an e4m3 pool's K scale (1 for T)
-  const float scale = rsqrtf(float(HD)) * 1.4426950408889634f * sh.k_scale;
+  const float scale = q_scale(HD, sh);
   uint32_t qa[kKs][4];
   {
     const float* q0 = q + size_t(tile.x + r0 / G) * q_dim + (kh * G + r0 % G) * HD;

@@ -37,9 +37,8 @@ struct PagedCache {
 
 // One block per token (rope_kv_kernel: 256 threads; rope_kv_wide_kernel: up
 // to 1,024, the launcher's wide blocks). The position's cos/sin pairs are
-// computed once per block (head_dim / 2 precise sincosf: angles reach
-// max_context radians, where the fast intrinsics lose all accuracy) and every
-// head's pairs (i, i + d/2) turn with them; thread j handles pairs i .. i +
+// computed once per block (head_dim / 2 rope_cos_sin) and every head's pairs
+// (i, i + d/2) turn with them; thread j handles pairs i .. i +
 // V - 1 of head j / (d / 2V), i = V (j % (d / 2V)): V = 4 (vector loads and
 // stores) when d / 2 is a multiple of 4, else 1. With pre.bias the row's bias is added
 // first; with pre.q_norm each q and k head is RMS-normalised before it
@@ -59,7 +58,7 @@ __device__ __forceinline__ void rope_kv_block(const In* __restrict__ qkv,  // [n
   const int heads = sh.n_heads + 2 * sh.n_kv_heads, turned = sh.n_heads + sh.n_kv_heads;
   const size_t slot = cache.row(token, p);  // its loads in flight during the tables
   for (int i = threadIdx.x; i < half_dim; i += blockDim.x)
-    sincosf(float(p) * inv_freq[i], &cs[1][i], &cs[0][i]);
+    rope_cos_sin(p, inv_freq[i], cs[0][i], cs[1][i]);
   const In* row = qkv + size_t(token) * heads * d;
   if (pre.q_norm) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
