@@ -97,6 +97,30 @@ TYPED_TEST(Fp8KernelTest, QuantizationKernelsMatchTheirCpuTwins) {
     EXPECT_EQ(codes.download(), want.codes) << "weights, cols " << cols;
     EXPECT_EQ(scale.download(), want.scales) << "weight scales, cols " << cols;
   }
+  // Quotients within an fp32 ulp of every e4m3 rounding midpoint: x = RN(m s)
+  // and its two fp32 neighbours, both signs, for each midpoint m of adjacent
+  // codes, s the scale the kernel derives from the row's amax (its first
+  // value). The kernels divide by s without a division an element
+  // (Fp8RowQuantizer); the codes must still be the division's.
+  for (const float amax : {3.1f, 0.037f, 1234.5f, 7.3e-3f}) {
+    const float s = fp8_scale_for(amax);
+    std::vector<float> w{amax};
+    for (uint8_t c = 0; c < 0x7e; ++c) {
+      const float x = 0.5f * (e4m3_to_f32(c) + e4m3_to_f32(uint8_t(c + 1))) * s;
+      for (const float v : {std::nextafter(x, 0.0f), x, std::nextafter(x, 2.0f * x)}) {
+        w.push_back(v);
+        w.push_back(-v);
+      }
+    }
+    const int cols = int(w.size());
+    Dev<float> dw(w);
+    Dev<uint8_t> codes(w.size());
+    Dev<float> scale(1);
+    quantize_weight_rows(dw.get(), 1, cols, codes.get(), scale.get(), nullptr);
+    const Fp8Rows want = quantize_rows_ref(w, cols, 0.0f);
+    ASSERT_EQ(want.scales[0], s);
+    EXPECT_EQ(codes.download(), want.codes) << "near e4m3 midpoints, amax " << amax;
+  }
   // 5 rows: the in-register kernels' few-rows forms (512 or 1,024 threads a
   // row); 160: their 256-thread forms.
   for (const int n : {5, 160}) {

@@ -21,10 +21,32 @@ __device__ __forceinline__ float fp8_scale_for_dev(float amax) {
   return fmaxf(amax / kFp8MaxDev, kFp8MinScaleDev);
 }
 
-__device__ __forceinline__ uint8_t fp8_quantize_dev(float x, float s) {
-  const float v = fminf(fmaxf(x / s, -kFp8MaxDev), kFp8MaxDev);
+__device__ __forceinline__ uint8_t fp8_code_dev(float q) {  // q = x / s: clamp, round
+  const float v = fminf(fmaxf(q, -kFp8MaxDev), kFp8MaxDev);
   return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
+__device__ __forceinline__ uint8_t fp8_quantize_dev(float x, float s) {
+  return fp8_code_dev(x / s);
+}
+
+// fp8_quantize_dev for a row of x under one scale s, without a division an
+// element: x / s rounded as the division rounds it, from s's correctly
+// rounded reciprocal y (once) and two fma corrections an element (q + (x - s
+// q) y: Markstein's step, exact once q is within an ulp of x / s, and the
+// first brings x y's RN there), so the codes are fp8_quantize_dev's bit for
+// bit. Quotients below fp32's normal range give code 0 either way; a
+// non-finite one (x inf, or x / s past fp32's range under a static scale)
+// keeps x y and saturates as the division's does.
+struct Fp8RowQuantizer {
+  float s, y;
+  __device__ explicit Fp8RowQuantizer(float scale) : s(scale), y(1.0f / scale) {}
+  __device__ __forceinline__ uint8_t operator()(float x) const {
+    const float q0 = x * y;
+    float q = fmaf(fmaf(-s, q0, x), y, q0);
+    q = fmaf(fmaf(-s, q, x), y, q);
+    return fp8_code_dev(isfinite(q) ? q : q0);
+  }
+};
 
 // Two codes (low byte first) to two floats: cvt.rn.f16x2.e4m3x2, exact.
 __device__ __forceinline__ float2 fp8x2_to_float2(uint16_t two) {
