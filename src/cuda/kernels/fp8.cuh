@@ -1,7 +1,7 @@
 // FP8 (e4m3fn) on the device: the same quantization as core/fp8.h, in the
-// same fp32 order (an IEEE division by the scale, the clamp, round to
-// nearest even with saturation), so codes match the host's bit for bit; and
-// the unpacking of 16 codes of a 16-byte load.
+// same fp32 order (x / scale rounded as an IEEE division rounds it, the
+// clamp, round to nearest even with saturation), so codes match the host's
+// bit for bit; and the unpacking of 16 codes of a 16-byte load.
 #pragma once
 
 #include <cuda_fp16.h>
