@@ -6,14 +6,16 @@
 //         and (variant 6) the same with a guard per chunk (always true at this
 //         K, still 2.5x slower)
 //   f16   ring_tile_dot<half, 2, 4> in 2 groups: 4 rows of K = 4096 (16-bit)
+//   down  ring_tile_mma_fp8<2, 8>: the FP8 down tile, 2 rows of K = 14,336
+//         (28 KB; one row's chunks in flight at a time, each warp's eighth
+//         chunk past K), and the same with 7 chunks (none past K)
 //   and variants of the FP8 step (tile_variant below).
 // One block per SM, every block over `iters` stages (6 rotating stages filled
 // with random bytes); CUDA events, 3 warm-ups, median of 9. The figure:
 // stage bytes x blocks / time, "GB/s of weights a consumer could take", to
 // set beside the read probe (NOTES.md, "The FP8 consumer alone"). A best
 // case: no register cap of the product's kernel (its spills), no producer
-// warp, only the 2-chunk rows (not down's rolled loop); cycles at the
-// maximum clock.
+// warp; cycles at the maximum clock.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,7 +30,7 @@ using namespace hayate::cuda;
 
 namespace {
 
-constexpr int kStages = 6, kStageBytes = 32 * 1024, kK = 4096;
+constexpr int kStages = 6, kStageBytes = 32 * 1024, kK = 4096, kKDown = 14336;
 
 __global__ void __launch_bounds__(256, 1) fill(unsigned char* p, size_t n) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -138,6 +140,16 @@ __global__ void __launch_bounds__(256, 1)
       total += ring_tile_mma_fp8<8, 2>(st, kK, kK, warp, lane, xh);
       __syncwarp();
     }
+  } else if constexpr (kVariant == 7 || kVariant == 8) {  // down's rows: 2 of K = 14,336
+    constexpr int NC = kVariant == 7 ? 8 : 7;
+    uint4 xh[NC];
+    for (int jj = 0; jj < NC; ++jj)
+      xh[jj] = e4m3x8_to_h8(make_uint2(0x30303030u + lane, 0x38383838u - warp));
+    for (int it = 0; it < iters; ++it) {
+      const unsigned char* st = sm + (it % kStages) * kStageBytes;
+      total += ring_tile_mma_fp8<2, NC>(st, kKDown, kKDown, warp, lane, xh);
+      __syncwarp();
+    }
   } else if constexpr (kVariant >= 2) {
     uint2 xq[2];
     uint32_t xh[2][4];
@@ -206,17 +218,24 @@ int main() {
                          "fp8 loads alone (no mma)",
                          "fp8 e4m3 mma on codes (before)",
                          "fp8 -> f16 by bit moves, 2 f16 mma",
-                         "fp8 ring_tile_mma_fp8<8,2> guarded"};
+                         "fp8 ring_tile_mma_fp8<8,2> guarded",
+                         "fp8 down ring_tile_mma_fp8<2,8> (product)",
+                         "fp8 down ring_tile_mma_fp8<2,7> (no 8th chunk)"};
+  constexpr int kVariants = 9;
   for (int iters : {2000, 8000}) {
-    float ms[7] = {time_variant<0>(src, sms, iters, sink), time_variant<1>(src, sms, iters, sink),
-                   time_variant<2>(src, sms, iters, sink), time_variant<3>(src, sms, iters, sink),
-                   time_variant<4>(src, sms, iters, sink), time_variant<5>(src, sms, iters, sink),
-                   time_variant<6>(src, sms, iters, sink)};
-    for (int v = 0; v < 7; ++v) {
-      const double bytes = double(kStageBytes) * sms * iters;
+    float ms[kVariants] = {
+        time_variant<0>(src, sms, iters, sink), time_variant<1>(src, sms, iters, sink),
+        time_variant<2>(src, sms, iters, sink), time_variant<3>(src, sms, iters, sink),
+        time_variant<4>(src, sms, iters, sink), time_variant<5>(src, sms, iters, sink),
+        time_variant<6>(src, sms, iters, sink), time_variant<7>(src, sms, iters, sink),
+        time_variant<8>(src, sms, iters, sink)};
+    for (int v = 0; v < kVariants; ++v) {
+      // down's stages hold 2 rows of 14,336 codes (28 KB), the others 32 KB
+      const double stage = v >= 7 ? 2.0 * kKDown : double(kStageBytes);
+      const double bytes = stage * sms * iters;
       const double ns_stage = ms[v] * 1e6 / iters;
       std::printf(
-          "%-40s blocks %d iters %5d: %8.3f ms, %6.0f ns/stage (%5.0f cycles at %d MHz), "
+          "%-46s blocks %d iters %5d: %8.3f ms, %6.0f ns/stage (%5.0f cycles at %d MHz), "
           "%7.0f GB/s of weights\n",
           names[v], sms, iters, ms[v], ns_stage, ns_stage * clk / 1e6, clk / 1000,
           bytes / (ms[v] * 1e6));
