@@ -29,7 +29,11 @@ namespace {
 // over two stages (persist_produce); an instantiation of its own, as the
 // second form of the down phase made ptxas spill at the kernel's 168
 // registers (92 bytes) where it has none.
-template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm, bool kWide>
+// DNC: a warp's 256-byte chunks of an FP8 down row (K <= DNC * 2048): 7 for
+// K <= 14,336 (Llama 3.1 8B's exactly), where the eighth slot of 8 would be
+// all zeros (its loads, conversions and mma: 1/8 of the tile's work); 16-bit
+// kernels take 8 (persist_consume's NC for them is x's chunks per thread).
+template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm, bool kWide, int DNC>
 __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(PersistentDecode<T> a) {
   using W = std::conditional_t<kFp8, uint8_t, T>;
   extern __shared__ __align__(128) unsigned char stages[];  // [S][32 KB]
@@ -146,7 +150,8 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
     stamp();
     // h = h2 + Wdown act
     // (kWide: K <= 16384 + 8 * kPersistWideTail, persistent_decode_supported)
-    persist_consume<T, W, 1, GD, 8, false, ResidualCgEpi<1>, decltype(from(a.act)), kWide>(
+    persist_consume<T, W, 1, GD, kFp8 ? DNC : 8, false, ResidualCgEpi<1>, decltype(from(a.act)),
+                    kWide>(
         rg, I, D, nullptr, 0.0f, from(a.act), ResidualCgEpi<1>{a.h2, a.h}, j, jd, L.s_down,
         L.in_down);
     stamp();
@@ -163,9 +168,11 @@ __global__ void __launch_bounds__(kPersistThreads, 1) decode_persistent_kernel(P
 // One cooperative block per SM; the launch's error is returned (a grid that
 // cannot be resident at once is refused there).
 // refuse (tests): ask for per_sm + 1 blocks per SM, which the runtime must refuse.
-template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm = false, bool kWide = false>
+template <typename T, int HD, bool kTrace, bool kFp8, bool kQkNorm = false, bool kWide = false,
+          int DNC = 8>
 cudaError_t launch_persistent(const PersistentDecode<T>& a, cudaStream_t s, bool refuse) {
-  auto kernel = decode_persistent_kernel<T, HD, kTrace, kFp8, kQkNorm, kWide>;
+  static_assert(kFp8 || DNC == 8);
+  auto kernel = decode_persistent_kernel<T, HD, kTrace, kFp8, kQkNorm, kWide, DNC>;
   const size_t smem = size_t(kPersistStages) * kPersistStageBytes;
   HAYATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int device = 0, sms = 0, per_sm = 0;
@@ -202,8 +209,12 @@ cudaError_t persistent_launch(const PersistentDecode<T>& a, cudaStream_t s, bool
                             : launch_persistent<T, 32, false, true>(a, s, refuse);
       case 64: return trace ? launch_persistent<T, 64, true, true>(a, s, refuse)
                             : launch_persistent<T, 64, false, true>(a, s, refuse);
-      default: return trace ? launch_persistent<T, 128, true, true>(a, s, refuse)
-                            : launch_persistent<T, 128, false, true>(a, s, refuse);
+      default:  // the 8B shapes: down rows of 14,336 in 7 chunks a warp
+        if (a.inter <= 7 * 2048)
+          return trace ? launch_persistent<T, 128, true, true, false, false, 7>(a, s, refuse)
+                       : launch_persistent<T, 128, false, true, false, false, 7>(a, s, refuse);
+        return trace ? launch_persistent<T, 128, true, true>(a, s, refuse)
+                     : launch_persistent<T, 128, false, true>(a, s, refuse);
     }
   }
   switch (a.head_dim) {
