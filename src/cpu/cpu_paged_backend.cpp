@@ -19,6 +19,7 @@
 
 #include "core/check.h"
 #include "core/fp8.h"
+#include "core/host_memory.h"
 #include "cpu/cpu_weights.h"
 #include "cpu/ops.h"
 #include "engine/communicator.h"
@@ -47,6 +48,16 @@ class CpuPagedBackend final : public BatchBackend {
     max_logit_rows_ = std::max({o.max_logit_rows, o.max_num_seqs, 1});
     const int tp = o.tensor_parallel_size;
     check_tensor_parallel(c_, tp);
+    {  // fp32 weights (twice with ranks: the full set stays until every rank has its slice)
+       // and the K and V pools, before any of it is allocated
+      uint64_t floats = 0;
+      for (const WeightSource& w : model.weights) floats += uint64_t(w.numel());
+      floats *= tp > 1 ? 2 : 1;
+      floats += 2ull * uint64_t(c_.num_layers) * uint64_t(num_blocks_) * uint64_t(block_size_) *
+                uint64_t(c_.kv_dim());
+      check_host_memory(floats * sizeof(float), host_memory_available(),
+                        cat("the cpu backend (", model.spec, ": fp32 weights and KV pool)"));
+    }
     CpuWeights full = load_cpu_weights(model, o.on_load_progress);
     weight_bytes_ = full.floats_per_token(c_) * sizeof(float);
     ranks_.resize(size_t(tp));

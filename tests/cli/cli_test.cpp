@@ -211,6 +211,11 @@ TEST(Cli, BadModelsAndLengths) {
                         "/nonexistent/ckpt");
   expect_one_line_error({"generate", "--model", "dummy:tiny", "--backend", "nope", "--prompt", "hi"},
                         "nope");
+  // A model the machine cannot hold in fp32 (about 290 GB): refused before any allocation, not
+  // killed by the OOM killer halfway through the load.
+  expect_one_line_error(
+      {"generate", "--model", "dummy:llama-3.1-70b", "--backend", "cpu", "--prompt", "hi"},
+      "of host memory");
   // A prompt longer than the context.
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "word ";
