@@ -1,11 +1,11 @@
 #include "core/host_memory.h"
 
 #include <charconv>
-#include <fstream>
 #include <iomanip>
 #include <sstream>
 
 #include "core/check.h"
+#include "core/mapped_file.h"
 
 namespace hayate {
 namespace {
@@ -44,11 +44,11 @@ uint64_t parse_meminfo_available(std::string_view meminfo) {
 }
 
 uint64_t host_memory_available() {
-  std::ifstream f("/proc/meminfo");
-  if (!f) return 0;
-  std::stringstream s;
-  s << f.rdbuf();
-  return parse_meminfo_available(s.str());
+  try {
+    return parse_meminfo_available(read_text_file("/proc/meminfo"));
+  } catch (const Error&) {
+    return 0;  // no /proc: unknown
+  }
 }
 
 void check_host_memory(uint64_t need, uint64_t available, std::string_view what) {

@@ -53,8 +53,7 @@ class CpuPagedBackend final : public BatchBackend {
       uint64_t floats = 0;
       for (const WeightSource& w : model.weights) floats += uint64_t(w.numel());
       floats *= tp > 1 ? 2 : 1;
-      floats += 2ull * uint64_t(c_.num_layers) * uint64_t(num_blocks_) * uint64_t(block_size_) *
-                uint64_t(c_.kv_dim());
+      floats += 2ull * pool_floats(c_.kv_dim());
       check_host_memory(floats * sizeof(float), host_memory_available(),
                         cat("the cpu backend (", model.spec, ": fp32 weights and KV pool)"));
     }
@@ -65,10 +64,8 @@ class CpuPagedBackend final : public BatchBackend {
       Rank& R = ranks_[size_t(r)];
       R.shard = tp_shard(c_, tp, r);
       R.w = tp == 1 ? std::move(full) : shard_cpu_weights(full, c_, R.shard);
-      const size_t pool = size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) *
-                          size_t(R.shard.kv_dim(c_));
-      R.k_pool.assign(pool, 0.0f);
-      R.v_pool.assign(pool, 0.0f);
+      R.k_pool.assign(pool_floats(R.shard.kv_dim(c_)), 0.0f);
+      R.v_pool.assign(pool_floats(R.shard.kv_dim(c_)), 0.0f);
       R.vocab_widths.resize(size_t(tp));
     }
     for (int r = 0; r < tp; ++r)
@@ -374,6 +371,11 @@ class CpuPagedBackend final : public BatchBackend {
   }
 
  private:
+  // Floats of one K (or V) pool over every layer, for kv_dim of K per position.
+  size_t pool_floats(int kv_dim) const {
+    return size_t(c_.num_layers) * size_t(num_blocks_) * size_t(block_size_) * size_t(kv_dim);
+  }
+
   OpClock clock_;  // armed by profile_step() only
   std::vector<int32_t> prev_sampled_;             // ids of the last launched step, per seq
   std::deque<std::vector<int32_t>> unfinished_;  // ids of launched, unfinished steps
