@@ -60,7 +60,30 @@ static json opt(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
 }
 
-static json str_or_null(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+json null_if_empty(const std::string& s) {
+  return s.empty() ? json(nullptr) : json(s);
+}
+
+json system_json(const SystemInfo& s) {
+  return json{{"device", s.device},
+              {"driver", null_if_empty(s.driver)},
+              {"cuda", null_if_empty(s.cuda)},
+              {"sm_count", s.sm_count},
+              {"memory_gb", s.memory_gb},
+              {"host", null_if_empty(s.host)},
+              {"torch", null_if_empty(s.torch)},
+              {"transformers", null_if_empty(s.transformers)},
+              {"python", null_if_empty(s.python)}};
+}
+
+json model_json(const ModelInfo& m) {
+  return json{{"spec", m.spec},
+              {"dtype", m.dtype},
+              {"quantization", m.quantization},
+              {"kv_cache_dtype", m.kv_cache_dtype},
+              {"seed", m.seed},
+              {"weight_bytes_per_token", opt(m.weight_bytes_per_token)}};
+}
 
 json to_json(const BenchResult& r) {
   json runs = json::array();
@@ -74,74 +97,58 @@ json to_json(const BenchResult& r) {
               {"prefill_ms", opt(run.prefill_ms)},
               {"decode_ms_per_token", opt(run.decode_ms_per_token)},
               {"tokenize_ms", opt(run.tokenize_ms)},
-              {"finish", str_or_null(run.finish)},
+              {"finish", null_if_empty(run.finish)},
               {"output_ids", run.output_ids},
-              {"error", str_or_null(run.error)}};
+              {"error", null_if_empty(run.error)}};
     runs.push_back(std::move(o));
   }
   const Summary& s = r.summary;
-  return json{
-      {"schema", kSchemaName},
-      {"schema_version", r.schema_version},
-      {"engine", r.engine},
-      {"engine_version", str_or_null(r.engine_version)},
-      {"backend", str_or_null(r.backend)},
-      {"commit", str_or_null(r.commit)},
-      {"created_utc", str_or_null(r.created_utc)},
-      {"system",
-       {{"device", r.system.device},
-        {"driver", str_or_null(r.system.driver)},
-        {"cuda", str_or_null(r.system.cuda)},
-        {"sm_count", r.system.sm_count},
-        {"memory_gb", r.system.memory_gb},
-        {"host", str_or_null(r.system.host)},
-        {"torch", str_or_null(r.system.torch)},
-        {"transformers", str_or_null(r.system.transformers)},
-        {"python", str_or_null(r.system.python)}}},
-      {"model",
-       {{"spec", r.model.spec},
-        {"dtype", r.model.dtype},
-        {"quantization", r.model.quantization},
-        {"kv_cache_dtype", r.model.kv_cache_dtype},
-        {"seed", r.model.seed},
-        {"weight_bytes_per_token", opt(r.model.weight_bytes_per_token)}}},
-      {"workload",
-       {{"trial", r.workload.trial},
-        {"source", str_or_null(r.workload.source)},
-        {"prompts", r.workload.prompts},
-        {"chat_template", r.workload.chat_template},
-        {"max_length", opt(r.workload.max_length)},
-        {"max_new_tokens", opt(r.workload.max_new_tokens)},
-        {"ignore_eos", r.workload.ignore_eos},
-        {"warmup", r.workload.warmup},
-        {"runs", r.workload.runs},
-        {"summary_from_run", r.workload.summary_from_run},
-        {"timer", str_or_null(r.workload.timer)},
-        {"timed_region", str_or_null(r.workload.timed_region)}}},
-      {"startup",
-       {{"tokenizer_s", opt(r.startup.tokenizer_s)},
-        {"load_s", opt(r.startup.load_s)},
-        {"read_bandwidth_gbs", opt(r.startup.read_bandwidth_gbs)},
-        {"first_token_s", opt(r.startup.first_token_s)},
-        {"first_request_done_s", opt(r.startup.first_request_done_s)}}},
-      {"runs", std::move(runs)},
-      {"summary",
-       {{"runs_ok", s.runs_ok},
-        {"mean_s", opt(s.mean_s)},
-        {"median_s", opt(s.median_s)},
-        {"min_s", opt(s.min_s)},
-        {"max_s", opt(s.max_s)},
-        {"first_s", opt(s.first_s)},
-        {"mean_all_s", opt(s.mean_all_s)},
-        {"max_over_median_after_first", opt(s.max_over_median_after_first)},
-        {"decode_ms_per_token", opt(s.decode_ms_per_token)},
-        {"prefill_ms", opt(s.prefill_ms)},
-        {"tokens_per_s", opt(s.tokens_per_s)},
-        {"achieved_gbs", opt(s.achieved_gbs)},
-        {"bandwidth_share", opt(s.bandwidth_share)},
-        {"floor_ms_per_token", opt(s.floor_ms_per_token)},
-        {"floor_request_s", opt(s.floor_request_s)}}},
-      {"notes", r.notes}};
+  return json{{"schema", kSchemaName},
+              {"schema_version", r.schema_version},
+              {"engine", r.engine},
+              {"engine_version", null_if_empty(r.engine_version)},
+              {"backend", null_if_empty(r.backend)},
+              {"commit", null_if_empty(r.commit)},
+              {"created_utc", null_if_empty(r.created_utc)},
+              {"system", system_json(r.system)},
+              {"model", model_json(r.model)},
+              {"workload",
+               {{"trial", r.workload.trial},
+                {"source", null_if_empty(r.workload.source)},
+                {"prompts", r.workload.prompts},
+                {"chat_template", r.workload.chat_template},
+                {"max_length", opt(r.workload.max_length)},
+                {"max_new_tokens", opt(r.workload.max_new_tokens)},
+                {"ignore_eos", r.workload.ignore_eos},
+                {"warmup", r.workload.warmup},
+                {"runs", r.workload.runs},
+                {"summary_from_run", r.workload.summary_from_run},
+                {"timer", null_if_empty(r.workload.timer)},
+                {"timed_region", null_if_empty(r.workload.timed_region)}}},
+              {"startup",
+               {{"tokenizer_s", opt(r.startup.tokenizer_s)},
+                {"load_s", opt(r.startup.load_s)},
+                {"read_bandwidth_gbs", opt(r.startup.read_bandwidth_gbs)},
+                {"first_token_s", opt(r.startup.first_token_s)},
+                {"first_request_done_s", opt(r.startup.first_request_done_s)}}},
+              {"runs", std::move(runs)},
+              {"summary",
+               {{"runs_ok", s.runs_ok},
+                {"mean_s", opt(s.mean_s)},
+                {"median_s", opt(s.median_s)},
+                {"min_s", opt(s.min_s)},
+                {"max_s", opt(s.max_s)},
+                {"first_s", opt(s.first_s)},
+                {"mean_all_s", opt(s.mean_all_s)},
+                {"max_over_median_after_first", opt(s.max_over_median_after_first)},
+                {"decode_ms_per_token", opt(s.decode_ms_per_token)},
+                {"prefill_ms", opt(s.prefill_ms)},
+                {"tokens_per_s", opt(s.tokens_per_s)},
+                {"achieved_gbs", opt(s.achieved_gbs)},
+                {"bandwidth_share", opt(s.bandwidth_share)},
+                {"floor_ms_per_token", opt(s.floor_ms_per_token)},
+                {"floor_request_s", opt(s.floor_request_s)}}},
+              {"notes", r.notes}};
 }
 
 // ---- reading ---------------------------------------------------------------

@@ -117,6 +117,11 @@ struct BenchResult {
 Summary summarize(const BenchResult& r);
 
 nlohmann::json to_json(const BenchResult& r);
+// The "system" and "model" objects of every result file (bench, throughput);
+// an empty string is written as null, as null_if_empty does.
+nlohmann::json system_json(const SystemInfo& s);
+nlohmann::json model_json(const ModelInfo& m);
+nlohmann::json null_if_empty(const std::string& s);
 // Throws Error naming `source` for a wrong schema name or version, or a
 // missing or mistyped required field.
 BenchResult result_from_json(const nlohmann::json& j, const std::string& source);

@@ -455,7 +455,6 @@ json to_json(const ServeBenchResult& r) {
                         {"itl_ms", std::move(itl)},
                         {"error", q.error.empty() ? json(nullptr) : json(q.error)}});
   }
-  auto null_if_empty = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
   return json{
       {"schema", kServeSchemaName},
       {"schema_version", r.schema_version},

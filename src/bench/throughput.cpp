@@ -301,10 +301,6 @@ json opt_json(const std::optional<Percentiles>& p) {
       {"mean", p->mean}, {"p50", p->p50}, {"p90", p->p90}, {"p99", p->p99}, {"max", p->max}};
 }
 
-json null_if_empty(const std::string& s) {
-  return s.empty() ? json(nullptr) : json(s);
-}
-
 }  // namespace
 
 json to_json(const ThroughputResult& r) {
@@ -333,21 +329,8 @@ json to_json(const ThroughputResult& r) {
       {"backend", null_if_empty(r.backend)},
       {"commit", null_if_empty(r.commit)},
       {"created_utc", null_if_empty(r.created_utc)},
-      {"system",
-       {{"device", r.system.device},
-        {"driver", null_if_empty(r.system.driver)},
-        {"cuda", null_if_empty(r.system.cuda)},
-        {"sm_count", r.system.sm_count},
-        {"memory_gb", r.system.memory_gb},
-        {"host", null_if_empty(r.system.host)}}},
-      {"model",
-       {{"spec", r.model.spec},
-        {"dtype", r.model.dtype},
-        {"quantization", r.model.quantization},
-        {"kv_cache_dtype", r.model.kv_cache_dtype},
-        {"seed", r.model.seed},
-        {"weight_bytes_per_token",
-         r.model.weight_bytes_per_token ? json(*r.model.weight_bytes_per_token) : json(nullptr)}}},
+      {"system", system_json(r.system)},
+      {"model", model_json(r.model)},
       {"workload",
        {{"preset", null_if_empty(o.preset)},
         {"num_prompts", int(r.requests.size())},
