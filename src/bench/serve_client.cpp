@@ -453,7 +453,7 @@ json to_json(const ServeBenchResult& r) {
                         {"ttft_s", q.ttft_s ? json(*q.ttft_s) : json(nullptr)},
                         {"tpot_ms", q.tpot_s ? json(*q.tpot_s * 1000.0) : json(nullptr)},
                         {"itl_ms", std::move(itl)},
-                        {"error", q.error.empty() ? json(nullptr) : json(q.error)}});
+                        {"error", null_if_empty(q.error)}});
   }
   return json{
       {"schema", kServeSchemaName},
